@@ -1,0 +1,94 @@
+"""Dispatch: the single routing layer from a device to its backend stack.
+
+``stack(device)`` builds (once per device) ``Dispatch(inner)`` where ``inner`` is the
+decorated backend the device names. Tensors keep a reference to their device's Dispatch,
+so routing costs nothing per op: Dispatch binds the inner backend's op methods onto itself
+at construction and adds a layer only where it has something to do (the data-transfer
+spans that show the layers a read crosses).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .. import tracing
+from ..device import Device, unavailable
+from .base import CATALOG, Backend
+
+__all__ = ["Dispatch", "stack", "available", "backend_name"]
+
+_OWN = frozenset({"from_data", "into_data", "name", "eager", "sync"})
+
+
+class Dispatch(Backend):
+    def __init__(self, inner: Backend, device: Device) -> None:
+        self.inner = inner
+        self.device = device
+        self.name = f"dispatch<{inner.name}>"
+        self.eager = inner.eager
+        for op in CATALOG:
+            if op not in _OWN:
+                setattr(self, op, getattr(inner, op))
+
+    def from_data(self, array: Any, dtype: Any) -> Any:
+        if tracing.active:
+            with tracing.span("from_data", layer="dispatch"):
+                return self.inner.from_data(array, dtype)
+        return self.inner.from_data(array, dtype)
+
+    def into_data(self, p: Any) -> Any:
+        if tracing.active:
+            with tracing.span("into_data", layer="dispatch"):
+                return self.inner.into_data(p)
+        return self.inner.into_data(p)
+
+    def sync(self) -> None:
+        self.inner.sync()
+
+
+_stacks: dict[Device, Dispatch] = {}
+_lock = threading.Lock()
+
+
+def _build(spec: tuple[Any, ...], device: Device) -> Backend:
+    kind = spec[0]
+    if kind == "flex":
+        from .flex import FlexBackend
+
+        return FlexBackend()
+    if kind == "autodiff":
+        from .autodiff import Autodiff
+
+        return Autodiff(_build(spec[1], device), checkpointing=spec[2])
+    if kind == "cube":
+        try:
+            from . import cube
+        except ImportError as e:  # the runtime's package is not part of this build
+            raise unavailable(device, f"the cube backend cannot be imported ({e})") from e
+        return cube.build_backend(spec, device)
+    raise unavailable(device, f"unknown device kind {kind!r}")
+
+
+def stack(device: Device) -> Dispatch:
+    """The Dispatch backend of ``device``; initialises its runtime on first use."""
+    st = _stacks.get(device)
+    if st is None:
+        with _lock:
+            st = _stacks.get(device)
+            if st is None:
+                st = _stacks[device] = Dispatch(_build(device.spec, device), device)
+    return st
+
+
+def available(device: Device) -> bool:
+    try:
+        stack(device)
+        return True
+    except Exception:
+        return False
+
+
+def backend_name(device: Device) -> str:
+    """The layers a call on ``device`` crosses, innermost last (``dispatch<autodiff<flex>>``)."""
+    return stack(device).name

@@ -1,0 +1,227 @@
+"""The device facade: devices are values naming a backend stack.
+
+Construction is lazy: ``Device.cpu()`` builds nothing; the first tensor on it (or an explicit
+``device.init()``) builds the stack through ``ember.backends.dispatch`` and initialises its
+runtime. Initialisation errors are raised on the calling thread as typed errors.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .errors import DeviceUnavailableError
+
+__all__ = ["Device", "DeviceKind"]
+
+_CHECKPOINTING = {"none": "None", "balanced": "Balanced"}
+
+
+class DeviceKind:
+    """Which adapter a GPU device asks for (rules of the seed's "选设备")."""
+
+    __slots__ = ("kind", "index")
+
+    def __init__(self, kind: str, index: int | str = 0) -> None:
+        self.kind = kind
+        self.index = index
+
+    @staticmethod
+    def default() -> DeviceKind:
+        return DeviceKind("DefaultDevice")
+
+    @staticmethod
+    def discrete_gpu(i: int = 0) -> DeviceKind:
+        return DeviceKind("DiscreteGpu", i)
+
+    @staticmethod
+    def integrated_gpu(i: int = 0) -> DeviceKind:
+        return DeviceKind("IntegratedGpu", i)
+
+    @staticmethod
+    def virtual_gpu(i: int = 0) -> DeviceKind:
+        return DeviceKind("VirtualGpu", i)
+
+    @staticmethod
+    def cpu() -> DeviceKind:
+        return DeviceKind("Cpu")
+
+    @staticmethod
+    def existing(id: int) -> DeviceKind:
+        return DeviceKind("Existing", id)
+
+    def _key(self) -> tuple[str, Any]:
+        return (self.kind, self.index if self.kind not in ("DefaultDevice", "Cpu") else 0)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DeviceKind) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        if self.kind in ("DefaultDevice", "Cpu"):
+            return self.kind
+        return f"{self.kind}({self.index})"
+
+
+class Device:
+    """A device: which backend stack runs the ops of tensors placed on it.
+
+    ``spec`` is a nested tuple: ``("flex",)``, ``("cube", runtime, args, fusion)`` or
+    ``("autodiff", inner_spec, checkpointing)``. Equal specs are the same device.
+    """
+
+    __slots__ = ("spec", "_hash", "_stack")
+
+    def __init__(self, spec: tuple[Any, ...]) -> None:
+        self.spec = spec
+        self._hash = hash(spec)
+        self._stack: Any = None
+
+    # ------------------------------------------------------------------ constructors
+    @staticmethod
+    def flex() -> Device:
+        """The eager numpy backend (the reference)."""
+        return Device(("flex",))
+
+    @staticmethod
+    def cpu(fusion: bool | None = None) -> Device:
+        """Cube kernels compiled to C and run on this machine's cores."""
+        return Device(("cube", "cpu", (), _fusion_default(fusion)))
+
+    @staticmethod
+    def cuda(index: int = 0, fusion: bool | None = None) -> Device:
+        return Device(("cube", "cuda", (int(index),), _fusion_default(fusion)))
+
+    @staticmethod
+    def wgpu(kind: DeviceKind | None = None, fusion: bool | None = None) -> Device:
+        return Device(("cube", "wgpu", (kind or DeviceKind.default(), "Auto"), _fusion_default(fusion)))
+
+    @staticmethod
+    def vulkan(kind: DeviceKind | None = None, fusion: bool | None = None) -> Device:
+        return Device(("cube", "wgpu", (kind or DeviceKind.default(), "Vulkan"), _fusion_default(fusion)))
+
+    @staticmethod
+    def opengl(kind: DeviceKind | None = None, fusion: bool | None = None) -> Device:
+        return Device(("cube", "wgpu", (kind or DeviceKind.default(), "Gl"), _fusion_default(fusion)))
+
+    @staticmethod
+    def default() -> Device:
+        """``EMBER_DEVICE`` (e.g. ``flex``, ``cpu``, ``cuda:0``) if set, else the best
+        device whose runtime is available here."""
+        env = os.environ.get("EMBER_DEVICE")
+        if env:
+            return Device.parse(env)
+        from .backends import dispatch
+
+        for cand in (Device.cuda(), Device.cpu()):
+            if dispatch.available(cand):
+                return cand
+        return Device.flex()
+
+    @staticmethod
+    def parse(text: str) -> Device:
+        """``flex``, ``cpu``, ``cuda``, ``cuda:1``, ``wgpu``, ``vulkan``; ``+autodiff`` suffix."""
+        t = text.strip().lower()
+        auto = t.endswith("+autodiff")
+        if auto:
+            t = t[: -len("+autodiff")]
+        name, _, idx = t.partition(":")
+        if name == "flex":
+            d = Device.flex()
+        elif name == "cpu":
+            d = Device.cpu()
+        elif name == "cuda":
+            d = Device.cuda(int(idx or 0))
+        elif name == "wgpu":
+            d = Device.wgpu()
+        elif name == "vulkan":
+            d = Device.vulkan()
+        else:
+            raise ValueError(f"unknown device {text!r}; expected flex, cpu, cuda[:i], wgpu or vulkan")
+        return d.autodiff() if auto else d
+
+    # ------------------------------------------------------------------ decorators
+    def autodiff(self, checkpointing: str = "none") -> Device:
+        """This device with gradients recorded (``checkpointing``: ``none`` keeps what
+        backward needs; ``balanced`` recomputes memory-bound results in backward)."""
+        if checkpointing not in _CHECKPOINTING:
+            raise ValueError(f"checkpointing must be one of {list(_CHECKPOINTING)}, got {checkpointing!r}")
+        if self.spec[0] == "autodiff":
+            return Device(("autodiff", self.spec[1], checkpointing))
+        return Device(("autodiff", self.spec, checkpointing))
+
+    @property
+    def is_autodiff(self) -> bool:
+        return self.spec[0] == "autodiff"
+
+    def inner(self) -> Device:
+        """The device without autodiff."""
+        return Device(self.spec[1]) if self.is_autodiff else self
+
+    @property
+    def type(self) -> str:
+        s = self.spec[1] if self.is_autodiff else self.spec
+        return s[0] if s[0] == "flex" else s[1]
+
+    # ------------------------------------------------------------------ runtime
+    def init(self) -> Device:
+        """Build the backend stack now; raises ``DeviceUnavailableError`` on failure."""
+        self.backend()
+        return self
+
+    def backend(self) -> Any:
+        """The Dispatch backend of this device (built on first use)."""
+        st = self._stack
+        if st is None:
+            from .backends import dispatch
+
+            st = self._stack = dispatch.stack(self)
+        return st
+
+    def sync(self) -> None:
+        """Wait for every queued op of this device."""
+        self.backend().sync()
+
+    # ------------------------------------------------------------------ value protocol
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is Device and self.spec == other.spec)  # type: ignore[union-attr]
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"Device<{_describe(self.spec)}>"
+
+    def __reduce__(self) -> Any:
+        return (Device, (self.spec,))
+
+
+def _fusion_default(fusion: bool | None) -> bool:
+    if fusion is not None:
+        return bool(fusion)
+    v = os.environ.get("EMBER_FUSION")
+    if v is not None:
+        return v.strip().lower() not in ("0", "false", "off", "no")
+    return True
+
+
+def _describe(spec: tuple[Any, ...]) -> str:
+    kind = spec[0]
+    if kind == "flex":
+        return "Flex(Cpu)"
+    if kind == "autodiff":
+        return f"Autodiff {{ device: {_describe(spec[1])}, checkpointing: {_CHECKPOINTING[spec[2]]} }}"
+    runtime, args = spec[1], spec[2]
+    if runtime == "cpu":
+        return "Cube(Cpu)"
+    if runtime == "cuda":
+        return f"Cube(Cuda({args[0]}))"
+    if runtime == "wgpu":
+        return f"Cube(Wgpu(WgpuDevice {{ kind: {args[0]!r}, backend: {args[1]} }}))"
+    return f"Cube({runtime})"
+
+
+def unavailable(device: Device, why: str, adapters: list[str] | None = None) -> DeviceUnavailableError:
+    return DeviceUnavailableError(f"{device!r} is not available: {why}", adapters)

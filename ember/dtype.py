@@ -1,0 +1,186 @@
+"""Element types and PyTorch's type-promotion rules.
+
+A ``DType`` is an interned value: compare with ``is``. Categories order bool < integer <
+floating; promotion inside a category widens, and float16 with bfloat16 meet at float32
+(as in PyTorch). Python scalars are "weak": they only raise the category, never the width
+(``int32_tensor + 2.5`` is float32, ``float16_tensor + 2.5`` is float16).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+__all__ = [
+    "DType", "float32", "float16", "bfloat16", "float64", "int32", "int64", "uint8", "bool_",
+    "promote_types", "result_type", "as_dtype", "get_default_dtype", "set_default_dtype",
+]
+
+BOOL, INT, FLOAT = 0, 1, 2
+
+
+class DType:
+    __slots__ = ("name", "np", "itemsize", "category", "rank", "is_floating_point", "is_signed",
+                 "_np_compute")
+
+    def __init__(self, name: str, npdtype: Any, category: int, rank: int) -> None:
+        self.name = name
+        self.np = np.dtype(npdtype)
+        self.itemsize = self.np.itemsize
+        self.category = category
+        self.rank = rank
+        self.is_floating_point = category == FLOAT
+        self.is_signed = name not in ("uint8", "bool")
+        # half types compute in float32 (as the GPU kernels do); others in themselves
+        self._np_compute = np.dtype(np.float32) if name in ("float16", "bfloat16") else self.np
+
+    @property
+    def compute(self) -> np.dtype:
+        """numpy dtype arithmetic on this type runs in (float32 for the half types)."""
+        return self._np_compute
+
+    def __repr__(self) -> str:
+        return f"ember.{self.name}"
+
+    def __reduce__(self) -> str:
+        return self.name if self.name != "bool" else "bool_"
+
+
+bool_ = DType("bool", np.bool_, BOOL, 0)
+uint8 = DType("uint8", np.uint8, INT, 1)
+int32 = DType("int32", np.int32, INT, 2)
+int64 = DType("int64", np.int64, INT, 3)
+float16 = DType("float16", np.float16, FLOAT, 4)
+bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, FLOAT, 4)
+float32 = DType("float32", np.float32, FLOAT, 5)
+float64 = DType("float64", np.float64, FLOAT, 6)
+
+ALL: tuple[DType, ...] = (bool_, uint8, int32, int64, float16, bfloat16, float32, float64)
+FLOATS: tuple[DType, ...] = (float16, bfloat16, float32, float64)
+INTS: tuple[DType, ...] = (uint8, int32, int64)
+
+_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "half": float16,
+                 "long": int64, "int": int32, "f32": float32, "f64": float64, "f16": float16,
+                 "bf16": bfloat16, "i32": int32, "i64": int64, "u8": uint8})
+_BY_NP: dict[np.dtype, DType] = {d.np: d for d in ALL}
+
+_default_float = float32
+
+
+def get_default_dtype() -> DType:
+    return _default_float
+
+
+def set_default_dtype(d: DType | str) -> None:
+    global _default_float
+    d = as_dtype(d)
+    if not d.is_floating_point:
+        raise TypeError(f"default dtype must be floating point, got {d}")
+    _default_float = d
+
+
+def as_dtype(d: Any) -> DType:
+    """Accept an ember dtype, its name, a numpy dtype/type, or Python ``bool/int/float``."""
+    if type(d) is DType:
+        return d
+    if isinstance(d, str):
+        try:
+            return _BY_NAME[d]
+        except KeyError:
+            raise TypeError(f"unknown dtype {d!r}; choose from {sorted(x.name for x in ALL)}") from None
+    if d is bool:
+        return bool_
+    if d is int:
+        return int64
+    if d is float:
+        return _default_float
+    try:
+        return _BY_NP[np.dtype(d)]
+    except (KeyError, TypeError):
+        from .errors import DTypeError
+
+        raise DTypeError(f"ember has no dtype for {d!r}") from None
+
+
+def from_numpy_dtype(npd: np.dtype) -> DType:
+    try:
+        return _BY_NP[npd]
+    except KeyError:
+        from .errors import DTypeError
+
+        raise DTypeError(
+            f"numpy dtype {npd} has no ember equivalent; supported: {[d.np.name for d in ALL]}"
+        ) from None
+
+
+def _promote(a: DType, b: DType) -> DType:
+    if a is b:
+        return a
+    if a.rank == b.rank:  # float16 with bfloat16
+        return float32
+    return a if a.rank > b.rank else b
+
+
+_PROMOTE = {(a, b): _promote(a, b) for a in ALL for b in ALL}
+
+
+def promote_types(a: DType, b: DType) -> DType:
+    return _PROMOTE[(a, b)]
+
+
+def _scalar_dtype(v: Any) -> DType:
+    t = type(v)
+    if t is bool or t is np.bool_:
+        return bool_
+    if t is int or isinstance(v, np.integer):
+        return int64
+    if t is float or isinstance(v, np.floating):
+        return _default_float
+    from .errors import DTypeError
+
+    raise DTypeError(f"unsupported scalar {v!r} of type {t.__name__}")
+
+
+def _combine(higher: DType | None, lower: DType | None) -> DType | None:
+    """PyTorch's combine_categories: a lower-priority group only lifts the category."""
+    if higher is None:
+        return lower
+    if lower is None or higher.category == FLOAT:
+        return higher
+    if higher is bool_ or lower.category == FLOAT:
+        return _PROMOTE[(higher, lower)]
+    return higher
+
+
+def result_type(*operands: Any) -> DType:
+    """Result dtype of an operation over tensors and Python scalars (PyTorch rules):
+    dimensioned tensors outrank 0-d tensors, which outrank Python scalars, within a category."""
+    dim = zero = wrapped = None
+    for o in operands:
+        d = getattr(o, "dtype", None)
+        if type(d) is DType:
+            if o.ndim:
+                dim = d if dim is None else _PROMOTE[(dim, d)]
+            else:
+                zero = d if zero is None else _PROMOTE[(zero, d)]
+        else:
+            d = _scalar_dtype(o)
+            wrapped = d if wrapped is None else _PROMOTE[(wrapped, d)]
+    out = _combine(dim, _combine(zero, wrapped))
+    assert out is not None
+    return out
+
+
+def scalar_result(tdt: DType, tndim: int, s: Any) -> DType:
+    """Fast ``result_type(tensor, scalar)``."""
+    ts = type(s)
+    if ts is float:
+        return tdt if tdt.category == FLOAT else _default_float
+    if ts is int:
+        return int64 if tdt is bool_ else tdt
+    if ts is bool:
+        return tdt
+    return _combine(tdt, _scalar_dtype(s))  # type: ignore[return-value]

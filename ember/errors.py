@@ -1,0 +1,61 @@
+"""Typed exceptions. Every error is raised on the calling thread, by the call that caused it.
+
+Each class also derives from the builtin a Python user would catch (``ValueError``,
+``TypeError``, ``IndexError``, ...), so code written for PyTorch/numpy keeps working.
+"""
+
+from __future__ import annotations
+
+
+class EmberError(Exception):
+    """Base of every ember error."""
+
+
+class ShapeError(EmberError, ValueError):
+    """Shapes that do not fit together (the message names both)."""
+
+
+class DimError(ShapeError, IndexError):
+    """A ``dim`` argument out of range for the tensor's rank."""
+
+
+class DTypeError(EmberError, TypeError):
+    """An operation that is not defined for the given dtype(s)."""
+
+
+class DeviceMismatchError(EmberError, ValueError):
+    """Tensors of one operation live on different devices."""
+
+
+class IndexOutOfRangeError(EmberError, IndexError):
+    """An index outside the bounds of the indexed dimension."""
+
+
+class AutodiffError(EmberError, RuntimeError):
+    """Backward cannot run (no autodiff device, integer tensors, freed graph, ...)."""
+
+
+class DeviceUnavailableError(EmberError, RuntimeError):
+    """A device cannot be used here; the message lists what was found instead."""
+
+    def __init__(self, message: str, adapters: list[str] | None = None) -> None:
+        self.adapters = list(adapters or [])
+        if self.adapters:
+            message = message + "\nadapters found:\n" + "\n".join(f"  - {a}" for a in self.adapters)
+        super().__init__(message)
+
+
+class CompilationError(EmberError, RuntimeError):
+    """A kernel failed to compile; carries the source and the compiler's output."""
+
+    def __init__(self, message: str, source: str = "", log: str = "") -> None:
+        self.source = source
+        self.log = log
+        text = message
+        if log:
+            text += "\n--- compiler output ---\n" + log.strip()
+        super().__init__(text)
+
+
+class OutOfMemoryError(EmberError, MemoryError):
+    """A device allocation failed even after cached blocks were released."""
