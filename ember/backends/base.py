@@ -237,6 +237,11 @@ class Backend:
     def set_grad(self, p: Any, g: Any) -> None:
         raise AutodiffError(f"{self.name} keeps no gradients; use device.autodiff()")
 
+    def replace_value(self, p: Any, new: Any) -> Any:
+        """``new``'s values under ``p``'s autodiff identity (a leaf keeps its grad): how an
+        in-place update under ``no_grad`` (an optimizer step) rebinds a leaf."""
+        return new
+
     def retained_bytes(self, p: Any) -> int:
         """Bytes of device values the autodiff graph behind ``p`` keeps for backward."""
         return 0

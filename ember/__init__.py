@@ -1,0 +1,88 @@
+"""ember: a layered deep-learning tensor framework.
+
+Tensor API -> Dispatch -> Autodiff -> Fusion -> Cube kernels (C, CUDA C, WGSL), with an
+eager numpy backend (Flex) as the reference. See README.md and DESIGN.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import errors, tracing
+from .creation import *  # noqa: F403
+from .creation import __all__ as _creation_all
+from .device import Device, DeviceKind
+from .dtype import (
+    DType,
+    bfloat16,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int32,
+    int64,
+    promote_types,
+    set_default_dtype,
+    uint8,
+)
+from .dtype import bool_ as bool  # noqa: A001  (ember.bool is the dtype, as torch.bool)
+from .functional import *  # noqa: F403
+from .functional import __all__ as _functional_all
+from .tensor import Tensor
+from .tracing import profile
+
+__version__ = "0.1.0"
+
+float = float32  # noqa: A001
+double = float64
+half = float16
+long = int64
+int = int32  # noqa: A001
+
+
+def backend_name(device: Device) -> str:
+    """The layers a call on ``device`` crosses, innermost last (``dispatch<autodiff<flex>>``)."""
+    return device.backend().name
+
+
+def sync(device: Device | None = None) -> None:
+    """Wait for every queued op of ``device`` (of the default device when None)."""
+    (device or get_default_device()).sync()  # noqa: F405
+
+
+def no_grad() -> Any:
+    """Context manager: ops inside record no gradients."""
+    from .backends.autodiff import no_grad as _no_grad
+
+    return _no_grad()
+
+
+def enable_grad() -> Any:
+    from .backends.autodiff import enable_grad as _enable_grad
+
+    return _enable_grad()
+
+
+def is_grad_enabled() -> bool:
+    from .backends.autodiff import is_grad_enabled as _is
+
+    return _is()
+
+
+def __getattr__(name: str) -> Any:
+    # subpackages that pull in compilers and runtimes load on first use
+    if name == "cube":
+        import importlib
+
+        mod = importlib.import_module(".cube", __name__)
+        globals()["cube"] = mod
+        return mod
+    raise AttributeError(f"module 'ember' has no attribute {name!r}")
+
+
+__all__ = [
+    "Tensor", "Device", "DeviceKind", "DType", "errors", "tracing", "profile", "backend_name", "sync",
+    "no_grad", "enable_grad", "is_grad_enabled", "float32", "float16", "bfloat16", "float64", "int32",
+    "int64", "uint8", "bool", "get_default_dtype", "set_default_dtype", "promote_types",
+    *_creation_all, *_functional_all,
+]

@@ -1,0 +1,338 @@
+"""Flex: the eager numpy backend, and the reference for behaviour.
+
+Primitives are plain numpy arrays, never mutated after creation (tensors are values), so
+views, broadcasts and ``copy`` can share memory freely. Hot ops are the numpy ufuncs
+themselves bound as methods: a Flex op adds no Python frame of its own. Half types
+(float16, bfloat16) compute in float32 where numpy would otherwise accumulate in half
+precision (reductions, matmul), as the GPU kernels do.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ... import dtype as dt
+from ... import tracing
+from ..base import Backend
+
+__all__ = ["FlexBackend"]
+
+_F32 = np.dtype(np.float32)
+_HALF = frozenset({dt.float16.np, dt.bfloat16.np})
+_NP2DT = {d.np: d for d in dt.ALL}
+
+
+def _quiet(f: Any) -> Any:
+    """A ufunc wrapper that silences floating-point warnings (log(0) = -inf is an answer,
+    not a problem: PyTorch does not warn either)."""
+
+    def op(*args: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return f(*args)
+
+    return op
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    from scipy.special import erf
+
+    if x.dtype in _HALF:
+        return erf(x.astype(_F32)).astype(x.dtype)
+    return erf(x)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # exp(-log(1 + exp(-x))) stays accurate for large |x| in both directions
+    with np.errstate(all="ignore"):
+        if x.dtype in _HALF:
+            return np.exp(-np.logaddexp(0.0, -x.astype(_F32))).astype(x.dtype)
+        return np.exp(-np.logaddexp(x.dtype.type(0), -x))
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.reciprocal(np.sqrt(x))
+
+
+def _relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, x.dtype.type(0))
+
+
+def _reciprocal(x: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return np.divide(x.dtype.type(1), x)
+
+
+def _float_reduce(f: Any) -> Any:
+    def op(p: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
+        if p.dtype in _HALF:
+            return f(p, axis=dims, keepdims=keepdim, dtype=_F32).astype(p.dtype)
+        return f(p, axis=dims, keepdims=keepdim)
+
+    return op
+
+
+def _plain_reduce(f: Any) -> Any:
+    def op(p: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
+        return f(p, axis=dims, keepdims=keepdim)
+
+    return op
+
+
+def _arg_reduce(f: Any) -> Any:
+    def op(p: np.ndarray, dim: int, keepdim: bool) -> np.ndarray:
+        return f(p, axis=dim, keepdims=keepdim).astype(np.int64, copy=False)
+
+    return op
+
+
+def _swap(f: Any) -> Any:
+    def op(p: np.ndarray, s: Any) -> np.ndarray:
+        return f(s, p)
+
+    return op
+
+
+def _fit(p: np.ndarray, like: np.ndarray, dim: int) -> np.ndarray:
+    """``p`` cut to ``like``'s extent on every dim but ``dim`` (torch's gather/scatter
+    allow the index to be smaller than the input there)."""
+    if all(a == b for i, (a, b) in enumerate(zip(p.shape, like.shape)) if i != dim):
+        return p
+    return p[tuple(slice(None) if i == dim else slice(0, n) for i, n in enumerate(like.shape))]
+
+
+def _full_index(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
+    grids = list(np.indices(index.shape, sparse=True))
+    grids[dim] = index
+    return tuple(grids)
+
+
+class FlexBackend(Backend):
+    name = "flex"
+    eager = True
+
+    # ------------------------------------------------------------------ data
+    def dtype(self, p: np.ndarray) -> dt.DType:
+        return _NP2DT[p.dtype]
+
+    def from_data(self, array: Any, dtype: dt.DType) -> np.ndarray:
+        if tracing.active:
+            with tracing.span("from_data", layer="flex"):
+                return np.array(array, dtype=dtype.np, copy=True)
+        return np.array(array, dtype=dtype.np, copy=True)
+
+    def into_data(self, p: np.ndarray) -> np.ndarray:
+        if tracing.active:
+            with tracing.span("into_data", layer="flex"):
+                return p
+        return p
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> np.ndarray:
+        return np.full(shape, value, dtype=dtype.np)
+
+    def random(self, dist: str, shape: tuple[int, ...], dtype: dt.DType, seed: int, offset: int,
+               a: float, b: float) -> np.ndarray:
+        from ...random import philox_values
+
+        return philox_values(dist, shape, dtype, seed, offset, a, b)
+
+    # ------------------------------------------------------------------ elementwise
+    neg = staticmethod(np.negative)
+    abs = staticmethod(np.absolute)
+    sign = staticmethod(np.sign)
+    exp = staticmethod(_quiet(np.exp))
+    log = staticmethod(_quiet(np.log))
+    log1p = staticmethod(_quiet(np.log1p))
+    expm1 = staticmethod(_quiet(np.expm1))
+    sqrt = staticmethod(_quiet(np.sqrt))
+    rsqrt = staticmethod(_rsqrt)
+    sin = staticmethod(np.sin)
+    cos = staticmethod(np.cos)
+    tan = staticmethod(np.tan)
+    tanh = staticmethod(np.tanh)
+    sigmoid = staticmethod(_sigmoid)
+    relu = staticmethod(_relu)
+    erf = staticmethod(_erf)
+    floor = staticmethod(np.floor)
+    ceil = staticmethod(np.ceil)
+    round = staticmethod(np.rint)
+    trunc = staticmethod(np.trunc)
+    reciprocal = staticmethod(_reciprocal)
+
+    logical_not = staticmethod(np.logical_not)
+    isnan = staticmethod(np.isnan)
+    isinf = staticmethod(np.isinf)
+    isfinite = staticmethod(np.isfinite)
+
+    add = staticmethod(np.add)
+    sub = staticmethod(np.subtract)
+    mul = staticmethod(np.multiply)
+    div = staticmethod(_quiet(np.divide))
+    floor_div = staticmethod(_quiet(np.floor_divide))
+    remainder = staticmethod(_quiet(np.remainder))
+    pow = staticmethod(_quiet(np.power))
+    maximum = staticmethod(np.maximum)
+    minimum = staticmethod(np.minimum)
+    atan2 = staticmethod(np.arctan2)
+    eq = staticmethod(np.equal)
+    ne = staticmethod(np.not_equal)
+    lt = staticmethod(np.less)
+    le = staticmethod(np.less_equal)
+    gt = staticmethod(np.greater)
+    ge = staticmethod(np.greater_equal)
+    logical_and = staticmethod(np.logical_and)
+    logical_or = staticmethod(np.logical_or)
+    logical_xor = staticmethod(np.logical_xor)
+
+    # numpy treats Python scalars as weak, so the array's dtype wins (the Tensor API has
+    # already converted numpy scalars to Python ones and lifted the array's dtype).
+    add_scalar = staticmethod(np.add)
+    sub_scalar = staticmethod(np.subtract)
+    mul_scalar = staticmethod(np.multiply)
+    div_scalar = staticmethod(_quiet(np.divide))
+    floor_div_scalar = staticmethod(_quiet(np.floor_divide))
+    remainder_scalar = staticmethod(_quiet(np.remainder))
+    pow_scalar = staticmethod(_quiet(np.power))
+    maximum_scalar = staticmethod(np.maximum)
+    minimum_scalar = staticmethod(np.minimum)
+    eq_scalar = staticmethod(np.equal)
+    ne_scalar = staticmethod(np.not_equal)
+    lt_scalar = staticmethod(np.less)
+    le_scalar = staticmethod(np.less_equal)
+    gt_scalar = staticmethod(np.greater)
+    ge_scalar = staticmethod(np.greater_equal)
+    rsub_scalar = staticmethod(_swap(np.subtract))
+    rdiv_scalar = staticmethod(_swap(_quiet(np.divide)))
+    rfloor_div_scalar = staticmethod(_swap(_quiet(np.floor_divide)))
+    rremainder_scalar = staticmethod(_swap(_quiet(np.remainder)))
+    rpow_scalar = staticmethod(_swap(_quiet(np.power)))
+
+    def cast(self, p: np.ndarray, dtype: dt.DType) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            return p.astype(dtype.np)
+
+    def where(self, cond: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.where(cond, a, b)
+
+    def clamp(self, p: np.ndarray, lo: Any, hi: Any) -> np.ndarray:
+        t = p.dtype.type
+        if lo is not None:
+            p = np.maximum(p, t(lo))
+        if hi is not None:
+            p = np.minimum(p, t(hi))
+        return p
+
+    def masked_fill(self, p: np.ndarray, mask: np.ndarray, value: Any) -> np.ndarray:
+        return np.where(mask, p.dtype.type(value), p)
+
+    # ------------------------------------------------------------------ reductions
+    sum = staticmethod(_float_reduce(np.sum))
+    prod = staticmethod(_float_reduce(np.prod))
+    max = staticmethod(_plain_reduce(np.max))
+    min = staticmethod(_plain_reduce(np.min))
+    all = staticmethod(_plain_reduce(np.all))
+    any = staticmethod(_plain_reduce(np.any))
+    argmax = staticmethod(_arg_reduce(np.argmax))
+    argmin = staticmethod(_arg_reduce(np.argmin))
+
+    def cumsum(self, p: np.ndarray, dim: int) -> np.ndarray:
+        if p.dtype in _HALF:
+            return np.cumsum(p, axis=dim, dtype=_F32).astype(p.dtype)
+        return np.cumsum(p, axis=dim)
+
+    def mean(self, p: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
+        if p.dtype in _HALF:
+            return np.mean(p, axis=dims, keepdims=keepdim, dtype=_F32).astype(p.dtype)
+        return np.mean(p, axis=dims, keepdims=keepdim)
+
+    def logsumexp(self, p: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
+        x = p.astype(_F32) if p.dtype in _HALF else p
+        with np.errstate(all="ignore"):
+            m = np.max(x, axis=dims, keepdims=True)
+            m = np.where(np.isinf(m), x.dtype.type(0), m)
+            out = np.log(np.sum(np.exp(x - m), axis=dims, keepdims=True)) + m
+        if not keepdim:
+            out = np.squeeze(out, axis=dims)
+        return out.astype(p.dtype, copy=False)
+
+    def log_softmax(self, p: np.ndarray, dim: int) -> np.ndarray:
+        return np.subtract(p, self.logsumexp(p, (dim,), True))
+
+    def softmax(self, p: np.ndarray, dim: int) -> np.ndarray:
+        x = p.astype(_F32) if p.dtype in _HALF else p
+        with np.errstate(all="ignore"):
+            e = np.exp(x - np.max(x, axis=dim, keepdims=True))
+            e /= np.sum(e, axis=dim, keepdims=True)
+        return e.astype(p.dtype, copy=False)
+
+    # ------------------------------------------------------------------ linear algebra
+    def matmul(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        if a.dtype in _HALF:
+            return np.matmul(a.astype(_F32), b.astype(_F32)).astype(a.dtype)
+        return np.matmul(a, b)
+
+    # ------------------------------------------------------------------ shape
+    reshape = staticmethod(np.reshape)
+    permute = staticmethod(np.transpose)
+    expand = staticmethod(np.broadcast_to)
+
+    def slice(self, p: np.ndarray, slices: tuple[slice, ...]) -> np.ndarray:
+        return p[slices]
+
+    def flip(self, p: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
+        return np.flip(p, dims)
+
+    contiguous = staticmethod(np.ascontiguousarray)
+
+    def copy(self, p: np.ndarray) -> np.ndarray:
+        return p  # primitives are immutable: sharing is a copy
+
+    def cat(self, ps: Sequence[np.ndarray], dim: int) -> np.ndarray:
+        return np.concatenate(ps, axis=dim)
+
+    def pad(self, p: np.ndarray, pads: tuple[tuple[int, int], ...], value: Any) -> np.ndarray:
+        out = np.full(tuple(n + a + b for n, (a, b) in zip(p.shape, pads)), value, dtype=p.dtype)
+        out[tuple(slice(a, a + n) for n, (a, _) in zip(p.shape, pads))] = p
+        return out
+
+    # ------------------------------------------------------------------ indexing
+    def gather(self, p: np.ndarray, dim: int, index: np.ndarray) -> np.ndarray:
+        return np.take_along_axis(_fit(p, index, dim), index, axis=dim)
+
+    def scatter(self, p: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -> np.ndarray:
+        out = p.copy()
+        out[_full_index(index, dim)] = _fit(src, index, dim)
+        return out
+
+    def scatter_add(self, p: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -> np.ndarray:
+        out = p.copy()
+        np.add.at(out, _full_index(index, dim), _fit(src, index, dim))
+        return out
+
+    def index_select(self, p: np.ndarray, dim: int, index: np.ndarray) -> np.ndarray:
+        return np.take(p, index, axis=dim)
+
+    def index(self, p: np.ndarray, indices: tuple[np.ndarray, ...]) -> np.ndarray:
+        return p[indices]
+
+    def index_put(self, p: np.ndarray, indices: tuple[np.ndarray, ...], values: np.ndarray,
+                  accumulate: bool) -> np.ndarray:
+        out = p.copy()
+        if accumulate:
+            np.add.at(out, indices, values)
+        else:
+            out[indices] = values
+        return out
+
+    def slice_assign(self, p: np.ndarray, slices: tuple[slice, ...], values: np.ndarray) -> np.ndarray:
+        out = p.copy()
+        out[slices] = values
+        return out
+
+    def tril(self, p: np.ndarray, diagonal: int) -> np.ndarray:
+        return np.tril(p, diagonal)
+
+    def triu(self, p: np.ndarray, diagonal: int) -> np.ndarray:
+        return np.triu(p, diagonal)

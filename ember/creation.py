@@ -1,0 +1,275 @@
+"""Tensor creation: ``tensor``, ``zeros``, ``arange``, ``rand``, ... (PyTorch signatures).
+
+Every function takes ``dtype=``, ``device=`` and ``requires_grad=``. Without ``device`` the
+default device is used (``ember.set_default_device`` / ``EMBER_DEVICE``; Flex otherwise).
+Data is always copied: a tensor never aliases the caller's numpy array.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import _shape as S
+from . import dtype as dt
+from . import tracing
+from .device import Device
+from .tensor import Tensor, _make
+
+__all__ = [
+    "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty", "arange", "linspace",
+    "eye", "rand", "randn", "randint", "zeros_like", "ones_like", "full_like", "empty_like",
+    "rand_like", "randn_like", "randint_like", "manual_seed", "get_default_device",
+    "set_default_device", "initial_seed",
+]
+
+_default_device: Device | None = None
+_lock = threading.Lock()
+
+
+def get_default_device() -> Device:
+    global _default_device
+    if _default_device is None:
+        import os
+
+        env = os.environ.get("EMBER_DEVICE")
+        _default_device = Device.parse(env) if env else Device.flex()
+    return _default_device
+
+
+def set_default_device(device: Device | str | None) -> None:
+    global _default_device
+    _default_device = Device.parse(device) if isinstance(device, str) else device
+
+
+def _device(device: Any) -> Device:
+    if device is None:
+        return get_default_device()
+    if isinstance(device, str):
+        return Device.parse(device)
+    if not isinstance(device, Device):
+        raise TypeError(f"device must be an ember.Device, got {device!r}")
+    return device
+
+
+def _finish(t: Tensor, requires_grad: bool) -> Tensor:
+    return t.requires_grad_() if requires_grad else t
+
+
+def _upload(array: np.ndarray, d: dt.DType, device: Any, requires_grad: bool) -> Tensor:
+    dev = _device(device)
+    bk = dev.backend()
+    if tracing.active:
+        with tracing.span("from_data", layer="tensor"):
+            p = bk.from_data(array, d)
+    else:
+        p = bk.from_data(array, d)
+    return _finish(_make(p, bk, d), requires_grad)
+
+
+def _infer_dtype(a: np.ndarray) -> dt.DType:
+    k = a.dtype.kind
+    if k == "f":
+        return dt.get_default_dtype()
+    if k in "iu":
+        return dt.int64
+    if k == "b":
+        return dt.bool_
+    if k == "V" or a.dtype == dt.bfloat16.np:
+        return dt.from_numpy_dtype(a.dtype)
+    from .errors import DTypeError
+
+    raise DTypeError(f"cannot make a tensor from data of numpy dtype {a.dtype}")
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """A new tensor holding a copy of ``data`` (nested lists, scalars, numpy arrays, tensors).
+    Python floats become the default float dtype, ints int64, bools bool; numpy arrays keep
+    their dtype."""
+    if type(data) is Tensor:
+        t = data.detach().to(_device(device) if device is not None else data.device)
+        if dtype is not None:
+            t = t.to(dtype)
+        return _finish(t.clone(), requires_grad)
+    if isinstance(data, np.ndarray):
+        a = data
+        d = dt.as_dtype(dtype) if dtype is not None else dt.from_numpy_dtype(a.dtype)
+    else:
+        a = np.asarray(data)
+        d = dt.as_dtype(dtype) if dtype is not None else _infer_dtype(a)
+    if a.dtype != d.np:
+        with np.errstate(all="ignore"):
+            a = a.astype(d.np)
+    return _upload(a, d, device, requires_grad)
+
+
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    if type(data) is Tensor and dtype is None and (device is None or _device(device) == data.device):
+        return data
+    return tensor(data, dtype, device)
+
+
+def from_numpy(array: np.ndarray, device: Any = None) -> Tensor:
+    """A tensor with ``array``'s dtype and values (copied: tensors are values)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy expects a numpy array, got {type(array).__name__}")
+    return _upload(array, dt.from_numpy_dtype(array.dtype), device, False)
+
+
+def full(size: Sequence[int], fill_value: Any, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    shape = S.sizes_arg((size,)) if not isinstance(size, int) else (size,)
+    if isinstance(fill_value, np.generic):
+        fill_value = fill_value.item()
+    d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(fill_value)
+    bk = _device(device).backend()
+    v = float(fill_value) if d.is_floating_point else (bool(fill_value) if d is dt.bool_ else int(fill_value))
+    return _finish(_make(bk.full(shape, v, d), bk, d), requires_grad)
+
+
+def _filled(value: float, size: tuple[Any, ...], dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    shape = S.sizes_arg(size)
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    bk = _device(device).backend()
+    v = float(value) if d.is_floating_point else (bool(value) if d is dt.bool_ else int(value))
+    return _finish(_make(bk.full(shape, v, d), bk, d), requires_grad)
+
+
+def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _filled(0, size, dtype, device, requires_grad)
+
+
+def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return _filled(1, size, dtype, device, requires_grad)
+
+
+def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Like ``zeros`` (ember never hands out uninitialised memory)."""
+    return _filled(0, size, dtype, device, requires_grad)
+
+
+def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise ValueError("arange step must be non-zero")
+    all_int = all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in (start, end, step))
+    d = dt.as_dtype(dtype) if dtype is not None else (dt.int64 if all_int else dt.get_default_dtype())
+    n = max(0, math.ceil((end - start) / step))
+    if all_int:
+        a = start + np.arange(n, dtype=np.int64) * step
+    else:
+        a = float(start) + np.arange(n, dtype=np.float64) * float(step)
+    return _upload(a.astype(d.np), d, device, requires_grad)
+
+
+def linspace(start: float, end: float, steps: int, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return _upload(np.linspace(start, end, int(steps), dtype=np.float64).astype(d.np), d, device, requires_grad)
+
+
+def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,
+        requires_grad: bool = False) -> Tensor:
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return _upload(np.eye(n, m, dtype=d.np), d, device, requires_grad)
+
+
+# --------------------------------------------------------------------------- random
+def manual_seed(seed: int) -> None:
+    """Seed the global Philox generator (shared by every device, so one seed gives the same
+    values on every device)."""
+    from . import random as R
+
+    R.manual_seed(int(seed))
+
+
+def initial_seed() -> int:
+    from . import random as R
+
+    return R.get_rng_state()[0]
+
+
+def _random(dist: str, shape: tuple[int, ...], d: dt.DType, device: Any, a: float, b: float,
+            requires_grad: bool) -> Tensor:
+    from . import random as R
+
+    bk = _device(device).backend()
+    seed, offset = R.next_offset(R.blocks_used(dist, S.numel(shape), d))
+    return _finish(_make(bk.random(dist, shape, d, seed, offset, a, b), bk, d), requires_grad)
+
+
+def _float_dtype(dtype: Any) -> dt.DType:
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    if not d.is_floating_point:
+        from .errors import DTypeError
+
+        raise DTypeError(f"rand/randn produce floating point values, got dtype={d}")
+    return d
+
+
+def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Uniform on [0, 1)."""
+    return _random("uniform", S.sizes_arg(size), _float_dtype(dtype), device, 0.0, 1.0, requires_grad)
+
+
+def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Standard normal."""
+    return _random("normal", S.sizes_arg(size), _float_dtype(dtype), device, 0.0, 1.0, requires_grad)
+
+
+def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = None,
+            device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Integers uniform on [low, high) (``randint(high, size)`` means low = 0)."""
+    if high is None:
+        low, high = 0, low
+    if not high > low:
+        raise ValueError(f"randint needs low < high, got [{low}, {high})")
+    d = dt.as_dtype(dtype) if dtype is not None else dt.int64
+    shape = S.sizes_arg((size,)) if not isinstance(size, int) else (size,)
+    return _random("randint", shape, d, device, int(low), int(high), requires_grad)
+
+
+# --------------------------------------------------------------------------- *_like
+def _like(t: Tensor, dtype: Any, device: Any) -> tuple[tuple[int, ...], Any, Any]:
+    return t.shape, dtype if dtype is not None else t.dtype, device if device is not None else t.device
+
+
+def zeros_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    shape, d, dev = _like(t, dtype, device)
+    return zeros(shape, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def ones_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    shape, d, dev = _like(t, dtype, device)
+    return ones(shape, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def empty_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    return zeros_like(t, dtype, device, requires_grad)
+
+
+def full_like(t: Tensor, fill_value: Any, dtype: Any = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    shape, d, dev = _like(t, dtype, device)
+    return full(shape, fill_value, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def rand_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    shape, d, dev = _like(t, dtype, device)
+    return rand(shape, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def randn_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    shape, d, dev = _like(t, dtype, device)
+    return randn(shape, dtype=d, device=dev, requires_grad=requires_grad)
+
+
+def randint_like(t: Tensor, low: int, high: int | None = None, dtype: Any = None,
+                 device: Any = None) -> Tensor:
+    shape, d, dev = _like(t, dtype, device)
+    return randint(low, high, shape, dtype=d, device=dev)
