@@ -80,7 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "fn", None):
         p.print_help()
         return 2
-    return int(args.fn(args) or 0)
+    try:
+        return int(args.fn(args) or 0)
+    except BrokenPipeError:  # `ember config | head`: the reader left, nothing to report
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+import ml_dtypes
 import numpy as np
 
 from . import dtype as dt
@@ -318,6 +319,9 @@ def _float_range(dtype: DType, a: float, b: float) -> tuple[np.generic, np.gener
     a, b = float(a), float(b)
     if not (math.isfinite(a) and math.isfinite(b)) or not a < b:
         raise ValueError(f"uniform needs finite a < b, got [{a}, {b})")
+    biggest = float(ml_dtypes.finfo(dtype.np).max)
+    if max(abs(a), abs(b)) > biggest:
+        raise ValueError(f"uniform bounds [{a}, {b}) lie outside the {dtype} range +-{biggest}")
     compute = dtype.compute
     with np.errstate(over="ignore"):
         span = compute.type(b - a)

@@ -19,9 +19,8 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from hypothesis import settings
-
 from devices import device_params
+from hypothesis import settings
 
 # Property tests: moderate example counts so the suite stays fast; deadline off because the
 # first call on a device may initialise its runtime. ``--hypothesis-profile=thorough`` for more.

@@ -143,7 +143,9 @@ def get(key: str) -> Any:
 
 
 def effective() -> list[tuple[str, Any, str]]:
-    """``(key, value, origin)`` for every key; origin is ``default``, a file path, ``env:NAME`` or ``override``."""
+    """``(key, value, origin)`` for every key, in table order.
+
+    origin: ``default``, a config file path, ``env:NAME`` or ``override``."""
     get("cache.root")  # load outside the lock, so warnings are not raised while holding it
     with _lock:
         values = _values if _values is not None else _load()
@@ -171,11 +173,9 @@ def reload() -> None:
 
 @contextmanager
 def override(values: Mapping[str, Any]) -> Iterator[None]:
-    """Temporarily set keys above every other source (for tests and tools)::
-
-        with config.override({"cache.root": str(tmp), "autotune.level": "full"}):
-            ...
-    """
+    """Temporarily set keys above every other source (for tests and tools), e.g.
+    ``with config.override({"cache.root": str(tmp), "autotune.level": "full"}): ...``.
+    Strings are parsed as environment values are; other values are checked as TOML values are."""
     layer: dict[str, Any] = {}
     for key, raw in values.items():
         spec = _spec(key)

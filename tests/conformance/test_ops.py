@@ -1,0 +1,133 @@
+"""Every op of the table against its numpy float64 reference, on every device and dtype."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import ember
+
+from ._support import check, describe, is_float, name_of, native
+from .optable import SPECS, OpSpec, Sampler
+
+CASES = [pytest.param(spec, dt, id=f"{spec.name}-{dt}") for spec in SPECS for dt in spec.dtypes]
+
+
+def to_tensor(a: np.ndarray, dtype: str, device: ember.Device, requires_grad: bool = False) -> Any:
+    """Data arrays (float64) become tensors of ``dtype``; indices and masks keep theirs."""
+    if a.dtype == np.float64:
+        return ember.tensor(native(a, dtype), dtype=getattr(ember, dtype), device=device,
+                            requires_grad=requires_grad)
+    d = ember.int64 if a.dtype == np.int64 else ember.bool
+    return ember.tensor(a, dtype=d, device=device)
+
+
+def ref_input(a: np.ndarray, dtype: str) -> np.ndarray:
+    return native(a, dtype) if a.dtype == np.float64 else a
+
+
+def as_tuple(x: Any) -> tuple[Any, ...]:
+    return tuple(x) if isinstance(x, tuple | list) else (x,)
+
+
+def out_dtypes(spec: OpSpec, dtype: str, n: int) -> tuple[str, ...]:
+    o = spec.out(dtype)
+    return tuple(o) if isinstance(o, tuple) else (o,) * n
+
+
+def run_case(spec: OpSpec, dtype: str, device: ember.Device, case: tuple[np.ndarray, ...], what: str) -> None:
+    # a floating result is computed from float64 data (numpy would compute exp(uint8) in
+    # float16); an integer or bool result from the data in its own dtype (exact semantics)
+    floating = any(is_float(o) for o in out_dtypes(spec, dtype, 1))
+    ins = tuple(a if floating else ref_input(a, dtype) for a in case)
+    with np.errstate(all="ignore"):
+        expected = as_tuple(spec.ref(*ins))
+    got = spec.fn(*[to_tensor(a, dtype, device) for a in case])
+    got_t = as_tuple(got)
+    assert len(got_t) == len(expected), f"{what}: {len(got_t)} outputs, expected {len(expected)}"
+    for k, (g, e, od) in enumerate(zip(got_t, expected, out_dtypes(spec, dtype, len(expected)))):
+        assert isinstance(g, ember.Tensor), f"{what}: output {k} is {type(g).__name__}, not a Tensor"
+        assert g.device == device, f"{what}: output on {g.device}, expected {device}"
+        e = np.asarray(e)
+        mag = None
+        if spec.mag is not None and len(expected) == 1:
+            with np.errstate(all="ignore"):
+                mag = spec.mag(ins, e)
+        check(g, e, od, tol=spec.tol, mag=mag, what=f"{what} output {k}")
+
+
+@pytest.mark.parametrize("spec,dtype", CASES)
+def test_op_matches_reference(spec: OpSpec, dtype: str, device: ember.Device, rng: np.random.Generator) -> None:
+    for i, case in enumerate(spec.gen(Sampler(rng, dtype, "forward"))):
+        run_case(spec, dtype, device, case, f"{spec.name}[{dtype}] case {i} ({describe(case)})")
+
+
+# --------------------------------------------------------------------------- function forms
+# ``ember.<name>(t, *args)`` and ``t.<name>(*args)`` are the same op.
+FUNCTION_FORMS: list[tuple[str, tuple[Any, ...]]] = [
+    (n, ()) for n in (
+        "neg", "abs", "exp", "log", "log1p", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "silu",
+        "erf", "gelu", "isnan", "isinf", "logical_not", "clone", "flatten", "squeeze", "sum",
+        "mean", "prod", "max", "min", "argmax", "argmin", "all", "any", "var", "std", "tril", "triu",
+    )
+] + [
+    ("softmax", (1,)), ("log_softmax", (1,)), ("cumsum", (0,)), ("logsumexp", (1,)), ("sum", (1,)),
+    ("mean", ((0, 1),)), ("reshape", ((4, 3),)), ("permute", ((1, 0),)), ("transpose", (0, 1)),
+    ("unsqueeze", (0,)), ("flip", ((0,),)), ("triu", (1,)), ("clamp", (0.7, 1.5)), ("split", (2,)),
+    ("chunk", (2,)), ("var", (0,)), ("std", (1,)), ("argmax", (1,)), ("repeat", ((2, 1),)),
+]
+BINARY_FUNCTIONS = ("maximum", "minimum", "logical_and", "logical_or", "eq", "ne", "lt", "le", "gt", "ge",
+                    "add", "sub", "mul", "div", "pow", "remainder", "matmul")
+
+
+def _same(a: Any, b: Any, what: str) -> None:
+    for x, y in zip(as_tuple(a), as_tuple(b), strict=True):
+        assert x.shape == y.shape and x.dtype == y.dtype, f"{what}: {x.shape}/{x.dtype} vs {y.shape}/{y.dtype}"
+        np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=what)
+
+
+@pytest.mark.parametrize("name,args", FUNCTION_FORMS, ids=[f"{n}{list(a)}" for n, a in FUNCTION_FORMS])
+def test_function_form_equals_method(name: str, args: tuple[Any, ...], device: ember.Device,
+                                     rng: np.random.Generator) -> None:
+    x = ember.tensor(rng.uniform(0.5, 2.0, (3, 4)).astype(np.float32), device=device)
+    _same(getattr(ember, name)(x, *args), getattr(x, name)(*args), f"ember.{name} vs Tensor.{name}")
+
+
+@pytest.mark.parametrize("name", BINARY_FUNCTIONS)
+def test_binary_function_form_equals_method(name: str, device: ember.Device, rng: np.random.Generator) -> None:
+    a = ember.tensor(rng.uniform(0.5, 2.0, (3, 4)).astype(np.float32), device=device)
+    b = ember.tensor(rng.uniform(0.5, 2.0, (4, 4) if name == "matmul" else (4,)).astype(np.float32),
+                     device=device)
+    _same(getattr(ember, name)(a, b), getattr(a, name)(b), f"ember.{name} vs Tensor.{name}")
+
+
+def test_builtin_abs_and_neg(device: ember.Device) -> None:
+    x = ember.tensor([-1.5, 0.0, 2.0], device=device)
+    assert abs(x).tolist() == [1.5, 0.0, 2.0]
+    assert (-x).tolist() == [1.5, -0.0, -2.0]
+
+
+def test_max_returns_namedtuple(device: ember.Device) -> None:
+    x = ember.tensor([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]], device=device)
+    r = x.max(dim=1)
+    values, indices = r
+    assert values.tolist() == [5.0, 7.0] and indices.tolist() == [1, 0]
+    assert r.values.tolist() == [5.0, 7.0] and r.indices.tolist() == [1, 0]
+    assert r[0].tolist() == [5.0, 7.0] and name_of(r.indices.dtype) == "int64"
+    m = x.min(1, keepdim=True)
+    assert m.values.shape == (2, 1) and m.indices.tolist() == [[0], [1]]
+    whole = x.max()
+    assert isinstance(whole, ember.Tensor) and whole.shape == () and whole.item() == 7.0
+
+
+def test_issue_example(device: ember.Device) -> None:
+    """The example of the foundation issue, on every device (gradients where there are)."""
+    a = ember.tensor([[1.0, 2.0], [3.0, 4.0]], device=device, requires_grad=device.is_autodiff)
+    b = ember.tensor([[5.0, 6.0], [7.0, 8.0]], device=device)
+    c = a @ b
+    assert c.tolist() == [[19.0, 22.0], [43.0, 50.0]]
+    if device.is_autodiff:
+        c.sum().backward()
+        assert a.grad.tolist() == [[11.0, 15.0], [11.0, 15.0]]
