@@ -224,6 +224,8 @@ def _check_gather_shapes(what: str, t: Tensor, d: int, index: Tensor, src: Tenso
         if i != d and a > b:
             raise ShapeError(f"{what}: index shape {index.shape} exceeds input shape {t.shape} at dim {i}")
     if src is not None:
+        if src.ndim != index.ndim:
+            raise ShapeError(f"{what}: src of shape {src.shape} needs as many dims as the index {index.shape}")
         for i, (a, b) in enumerate(zip(index.shape, src.shape)):
             if a > b:
                 raise ShapeError(f"{what}: index shape {index.shape} exceeds src shape {src.shape} at dim {i}")

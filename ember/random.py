@@ -34,6 +34,7 @@ import numpy as np
 
 from . import dtype as dt
 from .dtype import DType
+from .errors import DTypeError
 
 __all__ = [
     "PHILOX_M0", "PHILOX_M1", "PHILOX_W0", "PHILOX_W1", "PHILOX_ROUNDS",
@@ -102,8 +103,15 @@ def _philox_rounds(c0: np.ndarray, c1: np.ndarray, c2: np.ndarray | None, c3: np
     """
     n = c0.shape[0]
     # Double-buffered products: round r's low halves are still read (as c1/c3) while round
-    # r+1 writes its own products.
-    prods = [(np.empty(n, _U64), np.empty(n, _U64)), (np.empty(n, _U64), np.empty(n, _U64))]
+    # r+1 writes its own products. The (hi, lo) uint32 views of each buffer are made once.
+    prods = []
+    for _ in range(2):
+        pair = []
+        for _ in range(2):
+            p = np.empty(n, _U64)
+            v = p.view(_U32).reshape(n, 2)
+            pair.append((p, v[:, _HI], v[:, _LO]))
+        prods.append(pair)
     new0 = np.empty(n, _U32)
     new2 = np.empty(n, _U32)
     w0: np.ndarray = c0
@@ -111,21 +119,17 @@ def _philox_rounds(c0: np.ndarray, c1: np.ndarray, c2: np.ndarray | None, c3: np
     w2: np.ndarray | None = c2
     w3: np.ndarray | None = c3
     for r in range(PHILOX_ROUNDS):
-        last = r == PHILOX_ROUNDS - 1
-        p0, p1 = prods[r & 1]
-        hi1 = lo1 = None
+        (p0, hi0, lo0), (p1, hi1_, lo1_) = prods[r & 1]
         np.multiply(w0, _M0, out=p0)
-        v = p0.view(_U32).reshape(n, 2)
-        hi0, lo0 = v[:, _HI], v[:, _LO]
+        hi1 = lo1 = None  # a zero word 2 gives a zero product
         if w2 is not None:
             np.multiply(w2, _M1, out=p1)
-            v = p1.view(_U32).reshape(n, 2)
-            hi1, lo1 = v[:, _HI], v[:, _LO]
-        if last:
+            hi1, lo1 = hi1_, lo1_
+        if r == PHILOX_ROUNDS - 1:
             _xor_into(out[:, 0], hi1, w1, k0)
             _xor_into(out[:, 2], hi0, w3, k1)
             out[:, 1] = 0 if lo1 is None else lo1
-            out[:, 3] = 0 if lo0 is None else lo0
+            out[:, 3] = lo0
             return
         # w0 / w2 are read by this round's multiplies only, so from round 1 on (when they are
         # new0 / new2) the xors may overwrite them. In round 0 they are the caller's arrays,
@@ -276,8 +280,6 @@ def blocks_used(dist: str, n_elements: int, dtype: DType) -> int:
 
 
 def _check_dist_dtype(dist: str, dtype: DType) -> None:
-    from .errors import DTypeError
-
     if dist not in DISTRIBUTIONS:
         raise ValueError(f"unknown distribution {dist!r}; choose from {DISTRIBUTIONS}")
     if dist != "randint" and not dtype.is_floating_point:

@@ -24,7 +24,7 @@ from hypothesis import settings
 
 # Property tests: moderate example counts so the suite stays fast; deadline off because the
 # first call on a device may initialise its runtime. ``--hypothesis-profile=thorough`` for more.
-settings.register_profile("ember", deadline=None, max_examples=25, derandomize=False)
+settings.register_profile("ember", deadline=None, max_examples=50)
 settings.register_profile("thorough", deadline=None, max_examples=400)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ember"))
 

@@ -112,8 +112,10 @@ def assert_close(got: Any, ref: np.ndarray, dtype: str, *, tol: float = 1.0,
     bad |= bad_special
     if bad.any():
         idx = np.argwhere(bad)[:5]
-        rows = "\n".join(f"    at {tuple(int(i) for i in ix)}: got {g[tuple(ix)]!r}, expected {ref[tuple(ix)]!r}"
-                         for ix in idx)
+        rows = "\n".join(
+            f"    at {tuple(int(i) for i in ix)}: got {g[tuple(ix)]!r}, expected {ref[tuple(ix)]!r}"
+            for ix in idx
+        )
         raise AssertionError(
             f"{what}: {int(bad.sum())} of {bad.size} values differ beyond rtol={rtol:g} atol={atol:g}"
             f" ({dtype})\n{rows}"

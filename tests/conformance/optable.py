@@ -334,7 +334,8 @@ add(
 
 # -- scalar arithmetic (scalars on either side) --------------------------------------------
 NONZERO: dict[str, Any] = {"avoid": (0.0,), "gap": 0.3}
-SCALAR_CASES: list[tuple[str, Callable[..., Any], Callable[..., Any], tuple[str, ...], Any, dict[str, Any]]] = [
+ScalarCase = tuple[str, Callable[..., Any], Callable[..., Any], tuple[str, ...], Any, dict[str, Any]]
+SCALAR_CASES: list[ScalarCase] = [
     ("t+2", lambda x: x + 2, lambda x: x + 2, NUMERIC, _same, {}),
     ("2+t", lambda x: 2 + x, lambda x: 2 + x, NUMERIC, _same, {}),
     ("t+2.5", lambda x: x + 2.5, lambda x: x + 2.5, NUMERIC, float_out, {}),
@@ -414,7 +415,8 @@ add(
            lambda s: [(s.mask((3, 4)), s.x((3, 4)), s.x((4,)))], NUMERIC, (1, 2)),
     OpSpec("masked_fill", lambda x, m: x.masked_fill(m, -1.5), lambda x, m: np.where(m, -1.5, x),
            lambda s: [(s.x((3, 4)), s.mask((3, 4))), (s.x((2, 3, 4)), s.mask((4,)))], FLOATS, (0,)),
-    OpSpec("masked_fill.int", lambda x, m: x.masked_fill(m, 3), lambda x, m: np.where(m, 3, x).astype(x.dtype),
+    OpSpec("masked_fill.int", lambda x, m: x.masked_fill(m, 3),
+           lambda x, m: np.where(m, 3, x).astype(x.dtype),
            lambda s: [(s.x((3, 4)), s.mask((3, 1)))], ALL, (0,)),
 )
 
@@ -574,6 +576,7 @@ add(
     shape_op("flatten.range", lambda x: x.flatten(0, 1), lambda x: x.reshape(6, 4)),
     shape_op("flatten.0d", lambda x: x.flatten(), lambda x: x.reshape(1), shape=()),
     shape_op("contiguous", lambda x: x.transpose(0, 1).contiguous(), lambda x: np.swapaxes(x, 0, 1)),
+    shape_op("contiguous.0d", lambda x: x.contiguous(), lambda x: x, shape=()),
     shape_op("clone", lambda x: x.clone(), lambda x: x),
     shape_op("flip", lambda x: x.flip(0), lambda x: np.flip(x, 0)),
     shape_op("flip.dims", lambda x: x.flip((0, 2)), lambda x: np.flip(x, (0, 2))),
@@ -608,7 +611,8 @@ add(
     OpSpec("cat.single", lambda a: ember.cat([a]), lambda a: a, unary([(3, 2)]), ALL, (0,)),
     OpSpec("split[2,dim=1]", lambda x: x.split(2, dim=1), lambda x: _split_ref(x, [2, 2, 1], 1),
            unary([(3, 5)]), ALL, (0,)),
-    OpSpec("split[sections]", lambda x: ember.split(x, [1, 3, 1], dim=1), lambda x: _split_ref(x, [1, 3, 1], 1),
+    OpSpec("split[sections]", lambda x: ember.split(x, [1, 3, 1], dim=1),
+           lambda x: _split_ref(x, [1, 3, 1], 1),
            unary([(3, 5)]), ALL, (0,)),
     OpSpec("split[dim=0]", lambda x: x.split(4), lambda x: _split_ref(x, [4, 2], 0), unary([(6, 2)]), ALL,
            (0,)),
@@ -626,7 +630,8 @@ add(
            lambda s: [(s.x((3, 4)), s.index((3, 6), 4)), (s.x(X3), s.index((2, 2, 3), 3))], ALL, (0,)),
     OpSpec("gather[dim=-1]", lambda x, i: x.gather(-1, i), lambda x, i: _gather_ref(x, 2, i),
            lambda s: [(s.x(X3), s.index((2, 3, 2), 4))], ALL, (0,)),
-    OpSpec("scatter[dim=0]", lambda x, i, v: x.scatter(0, i, v), lambda x, i, v: _scatter_ref(x, 0, i, v, False),
+    OpSpec("scatter[dim=0]", lambda x, i, v: x.scatter(0, i, v),
+           lambda x, i, v: _scatter_ref(x, 0, i, v, False),
            lambda s: [(s.x((4, 5)), np.stack([s.unique_index(3, 4) for _ in range(5)], axis=1), s.x((3, 5)))],
            ALL, (0, 2)),
     OpSpec("scatter[dim=1]", lambda x, i, v: ember.scatter(x, 1, i, v),
@@ -641,20 +646,23 @@ add(
            lambda s: [(s.x((3, 4)), s.index((3, 7), 4), s.x((3, 7)))], NUMERIC, (0, 2)),
     OpSpec("index_select[dim=0]", lambda x, i: x.index_select(0, i), lambda x, i: np.take(x, i, axis=0),
            lambda s: [(s.x((4, 3)), s.index((6,), 4))], ALL, (0,)),
-    OpSpec("index_select[dim=1]", lambda x, i: ember.index_select(x, 1, i), lambda x, i: np.take(x, i, axis=1),
+    OpSpec("index_select[dim=1]", lambda x, i: ember.index_select(x, 1, i),
+           lambda x, i: np.take(x, i, axis=1),
            lambda s: [(s.x(X3), s.index((5,), 3))], ALL, (0,)),
 )
 
 # -- indexing -------------------------------------------------------------------------------
 XI = (4, 5, 3)
 for _key_name, _key in [
-    ("1", 1), ("-1", -1), ("1:3", slice(1, 3)), ("::2", slice(None, None, 2)), ("::-1", slice(None, None, -1)),
+    ("1", 1), ("-1", -1), ("1:3", slice(1, 3)), ("::2", slice(None, None, 2)),
+    ("::-1", slice(None, None, -1)),
     ("-1:0:-2", slice(-1, 0, -2)), (":,1", (slice(None), 1)), ("...,1", (Ellipsis, 1)), ("None", None),
     (":,None,1:", (slice(None), None, slice(1, None))), ("1,...,None", (1, Ellipsis, None)),
     ("2,-1,0", (2, -1, 0)), (":,::-2,1", (slice(None), slice(None, None, -2), 1)),
     ("10:", slice(10, None)), ("-100:2", slice(-100, 2)),
 ]:
-    add(OpSpec(f"getitem[{_key_name}]", lambda x, k=_key: x[k], lambda x, k=_key: x[k], unary([XI]), ALL, (0,)))
+    add(OpSpec(f"getitem[{_key_name}]", lambda x, k=_key: x[k], lambda x, k=_key: x[k], unary([XI]), ALL,
+               (0,)))
 add(
     OpSpec("getitem[idx]", lambda x, i: x[i], lambda x, i: x[i], lambda s: [(s.x(XI), s.index((6,), 4, -4))],
            ALL, (0,)),
@@ -662,11 +670,13 @@ add(
            ALL, (0,)),
     OpSpec("getitem[:,idx]", lambda x, i: x[:, i], lambda x, i: x[:, i],
            lambda s: [(s.x(XI), s.index((4,), 5, -5))], ALL, (0,)),
-    OpSpec("getitem[1:,idx]", lambda x, i: x[1:, i], lambda x, i: x[1:, i], lambda s: [(s.x(XI), s.index((2,), 5))],
+    OpSpec("getitem[1:,idx]", lambda x, i: x[1:, i], lambda x, i: x[1:, i],
+           lambda s: [(s.x(XI), s.index((2,), 5))],
            ALL, (0,)),
     OpSpec("getitem[idx,idx]", lambda x, i, j: x[i, j], lambda x, i, j: x[i, j],
            lambda s: [(s.x(XI), s.index((3,), 4), s.index((2, 1), 5))], ALL, (0,)),
-    OpSpec("getitem[mask]", lambda x, m: x[m], lambda x, m: x[m], lambda s: [(s.x(XI), s.mask(XI))], ALL, (0,)),
+    OpSpec("getitem[mask]", lambda x, m: x[m], lambda x, m: x[m], lambda s: [(s.x(XI), s.mask(XI))], ALL,
+           (0,)),
     OpSpec("getitem[rowmask]", lambda x, m: x[m], lambda x, m: x[m], lambda s: [(s.x(XI), s.mask((4,)))],
            ALL, (0,)),
 )
@@ -719,7 +729,8 @@ for _m, _npf, _dts, _bkw in [("add_", np.add, NUMERIC, {}), ("sub_", np.subtract
     add(OpSpec(f"inplace[{_m}]", _fn, _npf, binary(_IP_PAIRS, b=_bkw), _dts, (0, 1)))
 add(
     OpSpec("inplace[add_(2)]", _inplace("add_", 2)[0], lambda x: x + 2, unary([(3, 4)]), NUMERIC, (0,)),
-    OpSpec("inplace[mul_(-1.5)]", _inplace("mul_", -1.5)[0], lambda x: x * -1.5, unary([(3, 4)]), FLOATS, (0,)),
+    OpSpec("inplace[mul_(-1.5)]", _inplace("mul_", -1.5)[0], lambda x: x * -1.5, unary([(3, 4)]), FLOATS,
+           (0,)),
     OpSpec("inplace[copy_]", _inplace("copy_")[0], lambda x, y: np.broadcast_to(y, x.shape).copy(),
            binary(_IP_PAIRS), ALL, (0, 1)),
     OpSpec("inplace[zero_]", _inplace("zero_")[0], np.zeros_like, unary([(3, 4)]), ALL, (0,)),
@@ -731,7 +742,8 @@ add(
 
 # -- casts within the float dtypes (differentiable) ----------------------------------------
 add(
-    OpSpec("to.float64", lambda x: x.to(ember.float64), lambda x: x.astype(np.float64), unary([(3, 4)]), FLOATS,
+    OpSpec("to.float64", lambda x: x.to(ember.float64), lambda x: x.astype(np.float64), unary([(3, 4)]),
+           FLOATS,
            (0,), lambda d: "float64"),
     OpSpec("double", lambda x: x.double(), lambda x: x.astype(np.float64), unary([(3, 4)]), FLOATS, (0,),
            lambda d: "float64"),

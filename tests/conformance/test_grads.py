@@ -15,7 +15,7 @@ import pytest
 
 import ember
 
-from ._support import central_difference, describe, name_of, read
+from ._support import central_difference, describe, name_of, read, round_to
 from .optable import GRAD_SPECS, OpSpec, Sampler
 from .test_ops import as_tuple, to_tensor
 
@@ -27,15 +27,15 @@ def _float_outputs(refs: tuple[Any, ...]) -> list[int]:
 
 
 def grads_of(spec: OpSpec, case: tuple[np.ndarray, ...], weights: list[np.ndarray], device: ember.Device,
-             what: str) -> list[Any]:
+             what: str, dtype: str = "float64") -> list[Any]:
     """The gradients ``backward()`` leaves on the differentiable inputs (None if missing)."""
-    ts = [to_tensor(a, "float64", device, requires_grad=i in spec.grad) for i, a in enumerate(case)]
+    ts = [to_tensor(a, dtype, device, requires_grad=i in spec.grad) for i, a in enumerate(case)]
     outs = as_tuple(spec.fn(*ts))
     with np.errstate(all="ignore"):
         keep = _float_outputs(as_tuple(spec.ref(*case)))
     loss = None
     for k, w in zip(keep, weights):
-        term = (outs[k] * ember.tensor(w, dtype=ember.float64, device=device)).sum()
+        term = (outs[k] * ember.tensor(w, dtype=getattr(ember, dtype), device=device)).sum()
         loss = term if loss is None else loss + term
     assert loss is not None, f"{what}: no floating output"
     if not loss.requires_grad:
@@ -94,3 +94,25 @@ def test_balanced_checkpointing_gives_same_gradients(spec: OpSpec, autodiff_none
                 continue
             np.testing.assert_allclose(read(b), read(a), rtol=1e-12, atol=1e-14,
                                        err_msg=f"{what}: balanced vs none, input {p}")
+
+
+@pytest.mark.parametrize("spec", GRAD_CASES)
+def test_float32_gradients_match_float64(spec: OpSpec, autodiff_device: ember.Device,
+                                         rng: np.random.Generator) -> None:
+    """Backward in float32 gives float32 gradients close to the float64 ones (same inputs)."""
+    for ci, case in enumerate(spec.gen(Sampler(rng, "float32", "grad"))):
+        what = f"d {spec.name} case {ci} ({describe(case)}) in float32"
+        with np.errstate(all="ignore"):
+            refs = as_tuple(spec.ref(*case))
+        weights = [round_to(rng.standard_normal(np.shape(refs[k])), "float32") for k in _float_outputs(refs)]
+        g64 = grads_of(spec, case, weights, autodiff_device, what)
+        g32 = grads_of(spec, case, weights, autodiff_device, what, "float32")
+        for p, a, b in zip(spec.grad, g64, g32):
+            assert (a is None) == (b is None), f"{what}: grad of input {p} is None in one dtype only"
+            if a is None:
+                continue
+            assert name_of(b.dtype) == "float32", f"{what}: grad {p} dtype {b.dtype}"
+            ref = read(a)
+            scale = max(1.0, float(np.max(np.abs(ref), initial=0.0)))
+            np.testing.assert_allclose(read(b), ref, rtol=1e-4, atol=1e-5 * scale,
+                                       err_msg=f"{what}: gradient of input {p}")

@@ -59,7 +59,8 @@ def run_case(spec: OpSpec, dtype: str, device: ember.Device, case: tuple[np.ndar
 
 
 @pytest.mark.parametrize("spec,dtype", CASES)
-def test_op_matches_reference(spec: OpSpec, dtype: str, device: ember.Device, rng: np.random.Generator) -> None:
+def test_op_matches_reference(spec: OpSpec, dtype: str, device: ember.Device,
+                              rng: np.random.Generator) -> None:
     for i, case in enumerate(spec.gen(Sampler(rng, dtype, "forward"))):
         run_case(spec, dtype, device, case, f"{spec.name}[{dtype}] case {i} ({describe(case)})")
 
@@ -84,7 +85,8 @@ BINARY_FUNCTIONS = ("maximum", "minimum", "logical_and", "logical_or", "eq", "ne
 
 def _same(a: Any, b: Any, what: str) -> None:
     for x, y in zip(as_tuple(a), as_tuple(b), strict=True):
-        assert x.shape == y.shape and x.dtype == y.dtype, f"{what}: {x.shape}/{x.dtype} vs {y.shape}/{y.dtype}"
+        assert x.shape == y.shape, f"{what}: shape {x.shape} vs {y.shape}"
+        assert x.dtype == y.dtype, f"{what}: dtype {x.dtype} vs {y.dtype}"
         np.testing.assert_array_equal(x.numpy(), y.numpy(), err_msg=what)
 
 
@@ -96,7 +98,8 @@ def test_function_form_equals_method(name: str, args: tuple[Any, ...], device: e
 
 
 @pytest.mark.parametrize("name", BINARY_FUNCTIONS)
-def test_binary_function_form_equals_method(name: str, device: ember.Device, rng: np.random.Generator) -> None:
+def test_binary_function_form_equals_method(name: str, device: ember.Device,
+                                            rng: np.random.Generator) -> None:
     a = ember.tensor(rng.uniform(0.5, 2.0, (3, 4)).astype(np.float32), device=device)
     b = ember.tensor(rng.uniform(0.5, 2.0, (4, 4) if name == "matmul" else (4,)).astype(np.float32),
                      device=device)

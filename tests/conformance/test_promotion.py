@@ -204,10 +204,12 @@ CREATION_DTYPES: list[tuple[str, Callable[[ember.Device], Any], str]] = [
     ("rand", lambda d: ember.rand(3, device=d), "float32"),
     ("randn", lambda d: ember.randn(3, device=d), "float32"),
     ("randint", lambda d: ember.randint(0, 5, (3,), device=d), "int64"),
-    ("zeros_like(int32)", lambda d: ember.zeros_like(ember.tensor([1], dtype=ember.int32, device=d)), "int32"),
+    ("zeros_like(int32)", lambda d: ember.zeros_like(ember.tensor([1], dtype=ember.int32, device=d)),
+     "int32"),
     ("full_like(float16)", lambda d: ember.full_like(ember.tensor([1.0], dtype=ember.float16, device=d), 2),
      "float16"),
-    ("ones_like(dtype=)", lambda d: ember.ones_like(ember.tensor([1], device=d), dtype=ember.float64), "float64"),
+    ("ones_like(dtype=)", lambda d: ember.ones_like(ember.tensor([1], device=d), dtype=ember.float64),
+     "float64"),
 ]
 
 

@@ -540,6 +540,28 @@ def test_balanced_recomputes_each_value_once_per_pass() -> None:
     np.testing.assert_allclose(_grad(B, x), np.exp(3 * xv) * (3 * xv + 1))
 
 
+def test_partial_rules_skip_untracked_inputs() -> None:
+    spy = _Spy()
+    B = _ad(inner=spy)
+    x = _leaf(B, np.ones(100))
+    y = B.sin(x)  # keeps x
+    c = _const(B, np.full(100, 2.0))
+    z = B.mul(y, c)  # y's gradient reads c; c takes none, so y is not kept
+    assert B.retained_bytes(z) == 800 + 800
+    spy.calls.clear()
+    B.backward(z, _const(B, np.ones(100)), False)
+    assert spy.calls == {"mul": 2}  # g * c, then g * cos(x): no g * y for c
+    np.testing.assert_allclose(_grad(B, x), 2 * np.cos(1.0) * np.ones(100))
+
+    B = _ad()
+    w = _leaf(B, _rand(4, 3))
+    data = _const(B, _rand(5, 4))
+    out = B.matmul(data, w)
+    assert B.retained_bytes(out) == data.inner.nbytes  # w is not needed for data's gradient
+    B.backward(out, _const(B, np.ones((5, 3))), False)
+    np.testing.assert_allclose(_grad(B, w), data.inner.T @ np.ones((5, 3)))
+
+
 def test_retained_bytes_counts_each_value_once() -> None:
     B = _ad()
     x = _leaf(B, np.ones(1000))

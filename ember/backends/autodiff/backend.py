@@ -166,6 +166,10 @@ class Autodiff(Backend):
         shapes: list[tuple[int, ...]] = []
         saved: list[Any] = [None]  # [out, *call]: see Node.saved
         saves = rule.saves
+        if rule.reads is not None:  # keep only what the tracked inputs' gradients read
+            for i, reads in rule.reads.items():
+                if call[i].node is not None:
+                    saves = saves | reads
         for i, a in enumerate(call):
             if type(a) is ADTensor:
                 parents.append(a.node)

@@ -132,14 +132,20 @@ def run_backward(B: Backend, root: Node, grad: Any, retain_graph: bool, recomput
     try:
         for n in order:
             g = grads.pop(n, None)
-            if g is None:  # no path from this node's output to root carries a gradient
+            if g is None:  # no consumer's rule passed it a gradient
                 continue
             rule = n.rule
             if rule is None:
                 n.grad = g if n.grad is None else B.add(n.grad, g)
                 continue
-            saved = n.saved if rec is None else rec.take(n.saved)  # type: ignore[arg-type]
-            gs = rule.backward(B, g, *saved)  # type: ignore[misc]
+            saved = n.saved
+            assert saved is not None  # checked above
+            if rec is not None:
+                saved = rec.take(saved)
+            if rule.reads is None:
+                gs = rule.backward(B, g, *saved)
+            else:  # a partial rule: only the gradients of tracked inputs
+                gs = rule.backward(B, g, *saved, need=tuple(p is not None for p in n.parents))
             if not retain_graph:
                 n.saved = None
                 n.recipe = None

@@ -103,6 +103,13 @@ def _fit(p: np.ndarray, like: np.ndarray, dim: int) -> np.ndarray:
     return p[tuple(slice(None) if i == dim else slice(0, n) for i, n in enumerate(like.shape))]
 
 
+def _cut(src: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``src`` cut to ``index``'s extent on every dim (only that part is scattered)."""
+    if src.shape == index.shape:
+        return src
+    return src[tuple(slice(0, n) for n in index.shape)]
+
+
 def _full_index(index: np.ndarray, dim: int) -> tuple[np.ndarray, ...]:
     grids = list(np.indices(index.shape, sparse=True))
     grids[dim] = index
@@ -225,7 +232,9 @@ class FlexBackend(Backend):
         return p
 
     def masked_fill(self, p: np.ndarray, mask: np.ndarray, value: Any) -> np.ndarray:
-        return np.where(mask, p.dtype.type(value), p)
+        out = np.array(p, copy=True)  # copyto with a mask is ~10x faster than np.where
+        np.copyto(out, p.dtype.type(value), where=mask)
+        return out
 
     # ------------------------------------------------------------------ reductions
     sum = staticmethod(_float_reduce(np.sum))
@@ -284,7 +293,8 @@ class FlexBackend(Backend):
     def flip(self, p: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
         return np.flip(p, dims)
 
-    contiguous = staticmethod(np.ascontiguousarray)
+    def contiguous(self, p: np.ndarray) -> np.ndarray:
+        return p if p.flags.c_contiguous else np.array(p, copy=True, order="C")
 
     def copy(self, p: np.ndarray) -> np.ndarray:
         return p  # primitives are immutable: sharing is a copy
@@ -302,14 +312,15 @@ class FlexBackend(Backend):
         return np.take_along_axis(_fit(p, index, dim), index, axis=dim)
 
     def scatter(self, p: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -> np.ndarray:
-        out = p.copy()
-        out[_full_index(index, dim)] = _fit(src, index, dim)
+        out = np.array(p, copy=True)
+        out[_full_index(index, dim)] = _cut(src, index)
         return out
 
     def scatter_add(self, p: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray) -> np.ndarray:
-        out = p.copy()
-        np.add.at(out, _full_index(index, dim), _fit(src, index, dim))
-        return out
+        half = p.dtype in _HALF
+        out = np.array(p, dtype=_F32 if half else p.dtype, copy=True)
+        np.add.at(out, _full_index(index, dim), _cut(src, index))
+        return out.astype(p.dtype) if half else out
 
     def index_select(self, p: np.ndarray, dim: int, index: np.ndarray) -> np.ndarray:
         return np.take(p, index, axis=dim)
@@ -319,15 +330,16 @@ class FlexBackend(Backend):
 
     def index_put(self, p: np.ndarray, indices: tuple[np.ndarray, ...], values: np.ndarray,
                   accumulate: bool) -> np.ndarray:
-        out = p.copy()
+        half = accumulate and p.dtype in _HALF
+        out = np.array(p, dtype=_F32 if half else p.dtype, copy=True)
         if accumulate:
             np.add.at(out, indices, values)
         else:
             out[indices] = values
-        return out
+        return out.astype(p.dtype) if half else out
 
     def slice_assign(self, p: np.ndarray, slices: tuple[slice, ...], values: np.ndarray) -> np.ndarray:
-        out = p.copy()
+        out = np.array(p, copy=True)
         out[slices] = values
         return out
 

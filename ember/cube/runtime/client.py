@@ -1,0 +1,93 @@
+"""``ComputeClient``: the device as kernels and the backend see it.
+
+launch / read / write / empty / sync / profile, over one server (compile, pipeline table,
+execution stage) and one memory pool. One client per device (``get_client("cpu", 0)``).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from .cpu import CpuServer
+from .memory import Buffer, MemoryPool
+
+__all__ = ["ComputeClient", "get_client"]
+
+
+class ComputeClient:
+    def __init__(self, runtime: str, index: int, server: CpuServer, pool: MemoryPool) -> None:
+        self.runtime = runtime
+        self.index = index
+        self.server = server
+        self.pool = pool
+
+    @property
+    def name(self) -> str:
+        """Runtime name as it appears in backend names (``cpu``)."""
+        return self.runtime
+
+    # ---------------------------------------------------------------- memory
+    def empty(self, nbytes: int) -> Buffer:
+        return self.pool.reserve(nbytes)
+
+    def create(self, array: np.ndarray) -> Buffer:
+        """A new buffer holding a copy of ``array``'s elements in C order."""
+        buf = self.pool.reserve(array.nbytes)
+        if array.nbytes:
+            np.copyto(buf.view(array.dtype, array.shape), array, casting="no")
+        return buf
+
+    def write(self, buf: Buffer, array: np.ndarray, byte_offset: int = 0) -> None:
+        self.server.sync()
+        if array.nbytes:
+            np.copyto(buf.view(array.dtype, array.shape, None, byte_offset), array, casting="no")
+
+    def read(self, buf: Buffer, dtype: np.dtype, shape: tuple[int, ...], strides: tuple[int, ...] | None = None,
+             byte_offset: int = 0) -> np.ndarray:
+        """A copy of the elements (``strides`` in bytes; None = C order)."""
+        self.server.sync()
+        return np.array(buf.view(dtype, shape, strides, byte_offset), copy=True, order="C")
+
+    # ---------------------------------------------------------------- kernels
+    def pipeline(self, kid: Any, make_ir: Callable[[], Any]) -> Any:
+        return self.server.pipeline(kid, make_ir)
+
+    def sync(self) -> None:
+        self.server.sync()
+
+    def profile(self, fn: Callable[[], Any]) -> tuple[Any, float]:
+        """Run ``fn`` between two syncs; returns (its result, seconds). Host timing."""
+        self.sync()
+        t0 = time.perf_counter()
+        r = fn()
+        self.sync()
+        return r, time.perf_counter() - t0
+
+    def __repr__(self) -> str:
+        return f"ComputeClient({self.runtime}:{self.index})"
+
+
+_clients: dict[tuple[str, int], ComputeClient] = {}
+_lock = threading.Lock()
+
+
+def get_client(runtime: str = "cpu", index: int = 0) -> ComputeClient:
+    """The client of a device, created on first use. Raises ToolchainError when the CPU
+    runtime has no working C compiler."""
+    key = (runtime, index)
+    c = _clients.get(key)
+    if c is not None:
+        return c
+    with _lock:
+        c = _clients.get(key)
+        if c is None:
+            if runtime != "cpu":
+                raise ValueError(f"no {runtime!r} runtime in this build (only cpu)")
+            server = CpuServer(index)
+            server.toolchain.ensure()
+            c = _clients[key] = ComputeClient(runtime, index, server, MemoryPool())
+    return c

@@ -1,0 +1,70 @@
+"""``CubeTensor``: a view of a device buffer (the Cube backend's primitive).
+
+buffer + shape + strides (in elements, non-negative) + offset (elements from the buffer's
+start) + dtype. Views (reshape of contiguous data, permute, expand, slice with positive
+steps) are new CubeTensors on the same buffer; the buffer returns to the pool when the last
+view goes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import dtype as dt
+from .memory import Buffer
+
+__all__ = ["CubeTensor", "contiguous_strides"]
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = [0] * len(shape)
+    acc = 1
+    for i in range(len(shape) - 1, -1, -1):
+        out[i] = acc
+        acc *= max(shape[i], 1)
+    return tuple(out)
+
+
+class CubeTensor:
+    __slots__ = ("client", "buffer", "shape", "strides", "offset", "dtype")
+
+    def __init__(self, client: Any, buffer: Buffer, shape: tuple[int, ...], strides: tuple[int, ...],
+                 offset: int, dtype: dt.DType) -> None:
+        self.client = client
+        self.buffer = buffer
+        self.shape = shape
+        self.strides = strides
+        self.offset = offset
+        self.dtype = dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def ptr(self) -> int:
+        """Address of the first element of the view."""
+        return self.buffer.ptr + self.offset * self.dtype.itemsize
+
+    def is_contiguous(self) -> bool:
+        """C order without gaps (size-1 dimensions may have any stride)."""
+        acc = 1
+        for n, s in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1 and s != acc:
+                return False
+            acc *= n
+        return True
+
+    def with_layout(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> CubeTensor:
+        return CubeTensor(self.client, self.buffer, shape, strides, offset, self.dtype)
+
+    def __repr__(self) -> str:
+        return (f"CubeTensor(shape={self.shape}, strides={self.strides}, offset={self.offset}, "
+                f"dtype={self.dtype.name}, buffer=0x{self.buffer.ptr:x})")
