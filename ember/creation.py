@@ -227,6 +227,8 @@ def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: 
     """Integers uniform on [low, high) (``randint(high, size)`` means low = 0)."""
     if high is None:
         low, high = 0, low
+    elif not isinstance(high, int | np.integer) and size == ():
+        low, high, size = 0, low, high  # randint(high, size), as PyTorch allows
     if not high > low:
         raise ValueError(f"randint needs low < high, got [{low}, {high})")
     d = dt.as_dtype(dtype) if dtype is not None else dt.int64

@@ -8,7 +8,7 @@ from typing import Any, Sequence
 
 from . import _shape as S
 from . import dtype as dt
-from .errors import ShapeError
+from .errors import DTypeError, ShapeError
 from .tensor import Tensor, _check_device, _make, _pyscalar, _scalar_for
 
 # functions that simply call the Tensor method of the same name
@@ -54,7 +54,7 @@ def where(condition: Tensor, input: Any, other: Any) -> Tensor:
     if type(condition) is not Tensor:
         raise TypeError("where expects a bool condition tensor")
     if condition._dt is not dt.bool_:
-        condition = condition.bool()
+        raise DTypeError(f"where expects a bool condition, got {condition._dt}")
     tensors = [x for x in (input, other) if type(x) is Tensor]
     for x in tensors:
         _check_device(condition, x)

@@ -395,6 +395,9 @@ class Tensor:
         if result.shape != self.shape:
             raise ShapeError(f"in-place result of shape {result.shape} does not fit the tensor's "
                              f"shape {self.shape}")
+        if result._dt is not self._dt and result._dt.category > self._dt.category:
+            raise DTypeError(f"result type {result._dt} of an in-place operation can't be cast to the "
+                             f"tensor's dtype {self._dt}")
         p = result._p if result._dt is self._dt else bk.cast(result._p, self._dt)
         if bk.is_tracked(self._p) and bk.is_leaf(self._p):
             from .backends.autodiff import is_grad_enabled
@@ -822,7 +825,11 @@ class Tensor:
         if a.shape[-1] != b.shape[-2]:
             raise ShapeError(f"matmul shapes {sa} and {sb} do not fit: inner dimensions {a.shape[-1]} "
                              f"and {b.shape[-2]} differ")
-        batch = S.broadcast(a.shape[:-2], b.shape[:-2])
+        try:
+            batch = S.broadcast(a.shape[:-2], b.shape[:-2])
+        except ShapeError:
+            raise ShapeError(f"matmul batch dimensions of shapes {sa} and {sb} cannot be broadcast "
+                             "together") from None
         nd = len(batch) + 2
         if a.ndim < nd:
             a = a.reshape((1,) * (nd - a.ndim) + a.shape)

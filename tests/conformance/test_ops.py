@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -9,7 +10,7 @@ import pytest
 
 import ember
 
-from ._support import check, describe, is_float, name_of, native
+from ._support import check, describe, is_float, name_of, native, read
 from .optable import SPECS, OpSpec, Sampler
 
 CASES = [pytest.param(spec, dt, id=f"{spec.name}-{dt}") for spec in SPECS for dt in spec.dtypes]
@@ -37,15 +38,31 @@ def out_dtypes(spec: OpSpec, dtype: str, n: int) -> tuple[str, ...]:
     return tuple(o) if isinstance(o, tuple) else (o,) * n
 
 
-def run_case(spec: OpSpec, dtype: str, device: ember.Device, case: tuple[np.ndarray, ...], what: str) -> None:
+def strided_tensor(a: np.ndarray, dtype: str, device: ember.Device) -> Any:
+    """A tensor holding ``a`` as a non-contiguous view: every other row of a larger tensor,
+    with its first and last dims swapped in memory."""
+    if a.ndim == 0 or a.dtype != np.float64:
+        return to_tensor(a, dtype, device)
+    big = np.zeros((2 * a.shape[0],) + a.shape[1:])
+    big[::2] = a
+    t = to_tensor(np.ascontiguousarray(np.swapaxes(big, 0, -1)), dtype, device)
+    return t.transpose(0, -1)[::2] if a.ndim > 1 else t[::2]
+
+
+def run_case(spec: OpSpec, dtype: str, device: ember.Device, case: tuple[np.ndarray, ...], what: str,
+             make_input: Callable[[np.ndarray, str, ember.Device], Any] = to_tensor) -> None:
     # a floating result is computed from float64 data (numpy would compute exp(uint8) in
     # float16); an integer or bool result from the data in its own dtype (exact semantics)
     floating = any(is_float(o) for o in out_dtypes(spec, dtype, 1))
     ins = tuple(a if floating else ref_input(a, dtype) for a in case)
     with np.errstate(all="ignore"):
         expected = as_tuple(spec.ref(*ins))
-    got = spec.fn(*[to_tensor(a, dtype, device) for a in case])
+    inputs = [make_input(a, dtype, device) for a in case]
+    before = [read(t).copy() for t in inputs]
+    got = spec.fn(*inputs)
     got_t = as_tuple(got)
+    for k, (t, v) in enumerate(zip(inputs, before)):  # tensors are values: ops never mutate inputs
+        np.testing.assert_array_equal(read(t), v, err_msg=f"{what}: input {k} changed by the op")
     assert len(got_t) == len(expected), f"{what}: {len(got_t)} outputs, expected {len(expected)}"
     for k, (g, e, od) in enumerate(zip(got_t, expected, out_dtypes(spec, dtype, len(expected)))):
         assert isinstance(g, ember.Tensor), f"{what}: output {k} is {type(g).__name__}, not a Tensor"
@@ -63,6 +80,19 @@ def test_op_matches_reference(spec: OpSpec, dtype: str, device: ember.Device,
                               rng: np.random.Generator) -> None:
     for i, case in enumerate(spec.gen(Sampler(rng, dtype, "forward"))):
         run_case(spec, dtype, device, case, f"{spec.name}[{dtype}] case {i} ({describe(case)})")
+
+
+STRIDED_CASES = [pytest.param(spec, "float32" if "float32" in spec.dtypes else spec.dtypes[0], id=spec.name)
+                 for spec in SPECS]
+
+
+@pytest.mark.parametrize("spec,dtype", STRIDED_CASES)
+def test_op_on_strided_inputs(spec: OpSpec, dtype: str, device: ember.Device,
+                              rng: np.random.Generator) -> None:
+    """The same ops on non-contiguous inputs (sliced with a step, transposed in memory)."""
+    for i, case in enumerate(spec.gen(Sampler(rng, dtype, "forward"))):
+        run_case(spec, dtype, device, case, f"{spec.name}[{dtype}, strided] case {i} ({describe(case)})",
+                 strided_tensor)
 
 
 # --------------------------------------------------------------------------- function forms

@@ -219,3 +219,72 @@ def test_creation_default_dtype(what: str, make_tensor: Callable[[ember.Device],
     t = make_tensor(device)
     assert name_of(t.dtype) == expected
     assert t.device == device
+
+
+# --------------------------------------------------------------------------- full grids
+# Result dtype of ``a + b`` and ``a * b`` for every pair of dtypes (rows: a, columns: b),
+# as PyTorch computes it. Abbreviations: b u8 i32 i64 f16 bf16 f32 f64.
+ABBREV = {"b": "bool", "u8": "uint8", "i32": "int32", "i64": "int64", "f16": "float16", "bf16": "bfloat16",
+          "f32": "float32", "f64": "float64"}
+COLUMNS = ["b", "u8", "i32", "i64", "f16", "bf16", "f32", "f64"]
+# dimensioned tensor with dimensioned tensor (and 0-d with 0-d: the same grid)
+TENSOR_TENSOR = """
+      b    u8   i32  i64  f16  bf16 f32  f64
+b     b    u8   i32  i64  f16  bf16 f32  f64
+u8    u8   u8   i32  i64  f16  bf16 f32  f64
+i32   i32  i32  i32  i64  f16  bf16 f32  f64
+i64   i64  i64  i64  i64  f16  bf16 f32  f64
+f16   f16  f16  f16  f16  f16  f32  f32  f64
+bf16  bf16 bf16 bf16 bf16 f32  bf16 f32  f64
+f32   f32  f32  f32  f32  f32  f32  f32  f64
+f64   f64  f64  f64  f64  f64  f64  f64  f64
+"""
+# dimensioned tensor (rows) with a 0-d tensor (columns): the 0-d one only lifts the category
+TENSOR_ZERO_DIM = """
+      b    u8   i32  i64  f16  bf16 f32  f64
+b     b    u8   i32  i64  f16  bf16 f32  f64
+u8    u8   u8   u8   u8   f16  bf16 f32  f64
+i32   i32  i32  i32  i32  f16  bf16 f32  f64
+i64   i64  i64  i64  i64  f16  bf16 f32  f64
+f16   f16  f16  f16  f16  f16  f16  f16  f16
+bf16  bf16 bf16 bf16 bf16 bf16 bf16 bf16 bf16
+f32   f32  f32  f32  f32  f32  f32  f32  f32
+f64   f64  f64  f64  f64  f64  f64  f64  f64
+"""
+# tensor (dimensioned or 0-d, rows) with a Python scalar (columns)
+TENSOR_SCALAR = """
+      True 2    2.5
+b     b    i64  f32
+u8    u8   u8   f32
+i32   i32  i32  f32
+i64   i64  i64  f32
+f16   f16  f16  f16
+bf16  bf16 bf16 bf16
+f32   f32  f32  f32
+f64   f64  f64  f64
+"""
+
+
+def grid(text: str) -> list[tuple[str, str, str]]:
+    rows = [line.split() for line in text.strip().splitlines()]
+    cols = rows[0]
+    return [(r[0], c, v) for r in rows[1:] for c, v in zip(cols, r[1:])]
+
+
+GRID_CASES = (
+    [pytest.param(f"t:{ABBREV[a]}", f"t:{ABBREV[b]}", ABBREV[r], id=f"t:{a}+t:{b}")
+     for a, b, r in grid(TENSOR_TENSOR)]
+    + [pytest.param(f"0d:{ABBREV[a]}", f"0d:{ABBREV[b]}", ABBREV[r], id=f"0d:{a}+0d:{b}")
+       for a, b, r in grid(TENSOR_TENSOR)]
+    + [pytest.param(f"t:{ABBREV[a]}", f"0d:{ABBREV[b]}", ABBREV[r], id=f"t:{a}+0d:{b}")
+       for a, b, r in grid(TENSOR_ZERO_DIM)]
+    + [pytest.param(f"{k}:{ABBREV[a]}", {"True": True, "2": 2, "2.5": 2.5}[s], ABBREV[r], id=f"{k}:{a}+{s}")
+       for k in ("t", "0d") for a, s, r in grid(TENSOR_SCALAR)]
+)
+
+
+@pytest.mark.parametrize("lhs,rhs,expected", GRID_CASES)
+def test_promotion_grid(lhs: Operand, rhs: Operand, expected: str, device: ember.Device) -> None:
+    a, b = make(lhs, device), make(rhs, device)
+    for name, r in (("a + b", a + b), ("b + a", b + a), ("a * b", a * b)):
+        assert name_of(r.dtype) == expected, f"{name}, a={lhs}, b={rhs}: got {r.dtype}, expected {expected}"

@@ -496,13 +496,10 @@ class Expander:
         env: dict[str, Any] = {}
         pirs: list[ir.ParamIr] = []
         buffer = 0
-        array_index: dict[int, int] = {}
         for i, (p, s) in enumerate(zip(params, sigs)):
             if s.kind == "array":
                 v = self.new_var(ARRAY, Type(s.elem, s.width), p.name, param=i, rank=s.rank)
-                array_index[i] = buffer
-                pirs.append(ir.ParamIr(p.name, "array", v, buffer,
-                                       None if s.alias_of is None else array_index[s.alias_of]))
+                pirs.append(ir.ParamIr(p.name, "array", v, buffer, s.alias_of))
                 buffer += 1
                 env[p.name] = v
             elif s.kind == "scalar":
@@ -574,9 +571,7 @@ class Expander:
             local = self.new_local(s.target.id, Type(elem))
             self.frame.env[s.target.id] = local
             return None
-        v = self.expr(s.value)
-        v = self.coerce(s.value, v, Type(elem)) if not _is_rt(v) or v.type is None or v.type.elem is elem \
-            else self.coerce(s.value, v, Type(elem))
+        v = self.coerce(s.value, self.expr(s.value), Type(elem))
         self.bind(s, s.target.id, v)
         return None
 
@@ -860,12 +855,10 @@ class Expander:
             ctx = _LoopCtx(False, fr.depth)
             fr.loops.append(ctx)
             try:
-                ended = self.stmts(s.body)
+                self.stmts(s.body)
             finally:
                 fr.loops.pop()
             if ctx.broken:
-                break
-            if ended and not fr.loops and False:
                 break
             test = self.expr(s.test)
             if _is_rt(test):

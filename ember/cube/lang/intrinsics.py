@@ -32,11 +32,10 @@ class Builtin:
 class Intrinsic:
     """A function of the kernel language (``cube.exp``, ``cube.sync_cube``)."""
 
-    __slots__ = ("name", "__doc__")
+    __slots__ = ("name",)
 
-    def __init__(self, name: str, doc: str = "") -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self.__doc__ = doc
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"cube.{self.name}() can only be called inside a @cube.kernel or @cube.function")

@@ -1,0 +1,153 @@
+"""``CubeBackend``: the op catalog on a cube runtime, one ``@cube`` kernel per op.
+
+For now the data ops (from_data, into_data, full, random, sync), casts and layout ops
+(reshape, permute, expand, slice, contiguous, copy as views or copy kernels); the rest of the
+catalog arrives as kernels with the next issue. The primitive is a ``CubeTensor``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ... import dtype as dt
+from ... import tracing
+from ...cube.launch import CubeCount, CubeDim, lines
+from ...cube.runtime.tensor import CubeTensor, contiguous_strides
+from ..base import Backend
+from . import kernels
+
+__all__ = ["CubeBackend", "CubeTensor"]
+
+_DIM = CubeDim(256)
+
+
+def line_width(numel: int, itemsize: int, offset: int = 0) -> int:
+    """The widest line (<= 64 bytes) that divides the element count and the offset."""
+    for w in (16, 8, 4, 2):
+        if w * itemsize <= 64 and numel % w == 0 and offset % w == 0:
+            return w
+    return 1
+
+
+class CubeBackend(Backend):
+    eager = True  # launches run before the call returns (inline channel) or before any read
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.name = f"cube<{client.name}>"
+
+    # ----------------------------------------------------------------- helpers
+    def _empty(self, shape: tuple[int, ...], dtype: dt.DType) -> CubeTensor:
+        n = math.prod(shape)
+        buf = self.client.empty(n * dtype.itemsize)
+        return CubeTensor(self.client, buf, tuple(shape), contiguous_strides(tuple(shape)), 0, dtype)
+
+    def _launch_lines(self, kernel: Any, n: int, *tensors: CubeTensor, extra: tuple[Any, ...] = ()) -> None:
+        w = min(line_width(n, t.dtype.itemsize, t.offset) for t in tensors)
+        count = CubeCount.covering(max(n // w, 1), _DIM)
+        kernel.launch(self.client, count, _DIM, *(lines(t, w) for t in tensors), *extra)
+
+    # ----------------------------------------------------------------- data
+    def dtype(self, p: CubeTensor) -> dt.DType:
+        return p.dtype
+
+    def from_data(self, array: Any, dtype: dt.DType) -> CubeTensor:
+        if tracing.active:
+            with tracing.span("from_data", layer="cube"):
+                return self._from_data(array, dtype)
+        return self._from_data(array, dtype)
+
+    def _from_data(self, array: Any, dtype: dt.DType) -> CubeTensor:
+        a = np.ascontiguousarray(array, dtype=dtype.np)
+        buf = self.client.create(a)
+        return CubeTensor(self.client, buf, a.shape, contiguous_strides(a.shape), 0, dtype)
+
+    def into_data(self, p: CubeTensor) -> np.ndarray:
+        if tracing.active:
+            with tracing.span("into_data", layer="cube"):
+                return self._into_data(p)
+        return self._into_data(p)
+
+    def _into_data(self, p: CubeTensor) -> np.ndarray:
+        size = p.dtype.itemsize
+        out = self.client.read(p.buffer, p.dtype.np, p.shape, tuple(s * size for s in p.strides), p.offset * size)
+        out.flags.writeable = False
+        return out
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> CubeTensor:
+        out = self._empty(shape, dtype)
+        n = math.prod(shape)
+        if n:
+            v = bool(value) if dtype is dt.bool_ else (
+                float(value) if dtype.is_floating_point else int(value))
+            self._launch_lines(kernels.fill, n, out, extra=(v,))
+        return out
+
+    def random(self, dist: str, shape: tuple[int, ...], dtype: dt.DType, seed: int, offset: int,
+               a: float, b: float) -> CubeTensor:
+        # the counter-based Philox kernel in the kernel language is the next issue; the values
+        # are computed by the shared numpy implementation (the same stream as every backend)
+        from ...random import philox_values
+
+        return self._from_data(philox_values(dist, shape, dtype, seed, offset, a, b), dtype)
+
+    def sync(self) -> None:
+        self.client.sync()
+
+    # ----------------------------------------------------------------- elementwise
+    def cast(self, p: CubeTensor, dtype: dt.DType) -> CubeTensor:
+        if dtype is p.dtype:
+            return p
+        src = self.contiguous(p)
+        out = self._empty(p.shape, dtype)
+        n = math.prod(p.shape)
+        if n:
+            self._launch_lines(kernels.cast_lines, n, src, out)
+        return out
+
+    # ----------------------------------------------------------------- layout
+    def contiguous(self, p: CubeTensor) -> CubeTensor:
+        if p.is_contiguous():
+            return p
+        out = self._empty(p.shape, p.dtype)
+        n = math.prod(p.shape)
+        if n:
+            kernels.gather_contiguous.launch(self.client, CubeCount.covering(n, _DIM), _DIM, p, out)
+        return out
+
+    def copy(self, p: CubeTensor) -> CubeTensor:
+        out = self._empty(p.shape, p.dtype)
+        n = math.prod(p.shape)
+        if n:
+            kernels.gather_contiguous.launch(self.client, CubeCount.covering(n, _DIM), _DIM, p, out)
+        return out
+
+    def reshape(self, p: CubeTensor, shape: tuple[int, ...]) -> CubeTensor:
+        shape = tuple(shape)
+        src = self.contiguous(p)
+        return src.with_layout(shape, contiguous_strides(shape), src.offset)
+
+    def permute(self, p: CubeTensor, axes: tuple[int, ...]) -> CubeTensor:
+        return p.with_layout(tuple(p.shape[a] for a in axes), tuple(p.strides[a] for a in axes), p.offset)
+
+    def expand(self, p: CubeTensor, shape: tuple[int, ...]) -> CubeTensor:
+        strides = tuple(0 if (n != m and n == 1) else s for n, m, s in zip(p.shape, shape, p.strides))
+        return p.with_layout(tuple(shape), strides, p.offset)
+
+    def slice(self, p: CubeTensor, slices: tuple[slice, ...]) -> CubeTensor:
+        if any((s.step or 1) < 0 for s in slices):
+            # negative steps need negative strides, which kernels index as u32: copy instead
+            return self.from_data(self.into_data(p)[slices], p.dtype)
+        offset = p.offset
+        shape, strides = [], []
+        for n, st, s in zip(p.shape, p.strides, slices):
+            start, stop, step = s.indices(n)
+            m = len(range(start, stop, step))
+            offset += start * st if m else 0
+            shape.append(m)
+            strides.append(st * step)
+        k = len(slices)
+        return p.with_layout(tuple(shape) + p.shape[k:], tuple(strides) + p.strides[k:], offset)

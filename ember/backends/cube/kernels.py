@@ -1,0 +1,45 @@
+"""The Cube backend's data kernels (fill, cast, layout copy), written in the kernel language.
+
+Every kernel is generic over the element type (bound at launch from the buffers' dtypes),
+so the CUDA and wgpu runtimes will reuse them unchanged.
+"""
+
+from __future__ import annotations
+
+from ...cube import ABSOLUTE_POS, Array, ElemVar, Line, T, Tensor, cast, kernel, u32
+
+A = ElemVar("A")
+B = ElemVar("B")
+
+
+@kernel
+def fill(out: Array[Line[T]], value: T):
+    """out[:] = value (a scalar stored into a line broadcasts)."""
+    i = ABSOLUTE_POS
+    if i < out.len():
+        out[i] = value
+
+
+@kernel
+def cast_lines(x: Array[Line[A]], out: Array[Line[B]]):
+    """out = x converted element-wise (both contiguous, same number of lines)."""
+    i = ABSOLUTE_POS
+    if i < out.len():
+        out[i] = cast(x[i], B)
+
+
+@kernel
+def gather_contiguous(src: Tensor[T], dst: Array[T]):
+    """dst (row-major) = the elements of the strided view src, in row-major order.
+
+    The unravel loop runs over src.rank(), a comptime value: it unrolls, one div/mod per dim.
+    """
+    i = ABSOLUTE_POS
+    if i < dst.len():
+        rem = i
+        off = u32(0)
+        for d in range(src.rank() - 1, -1, -1):
+            n = src.shape(d)
+            off += (rem % n) * src.stride(d)
+            rem = rem // n
+        dst[i] = src[off]

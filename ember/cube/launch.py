@@ -1,0 +1,521 @@
+"""``@cube.kernel`` / ``@cube.function`` objects and the launch path.
+
+A launch resolves its arguments (tensors -> buffer views, line widths, scalars, comptime
+values) into a small key; the first launch with a key builds a *plan*: the KernelId, the
+compiled kernel (through the client's pipeline table) and a packing recipe for the
+``info`` words. Later launches with the same key pay a dict lookup, one ``struct.pack_into``
+and one ctypes call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import struct
+from typing import Any
+
+import numpy as np
+
+from .. import dtype as dt
+from .. import tracing
+from ..errors import DTypeError, ShapeError
+from .compiler.base import InfoSlot
+from .kernel_id import ArgSig, KernelId, stable_repr
+from .lang.expand import ParamSpec, Target, expand_kernel, kernel_params
+from .lang.source import MISSING, FunctionSource
+from .runtime.tensor import CubeTensor
+from .types import ArraySpec, Elem, ElemVar, bool_, elem_of_dtype, f32, i32
+
+__all__ = ["CubeKernel", "CubeFunction", "CubeCount", "CubeDim", "LineArg", "lines", "kernel", "function"]
+
+
+class CubeDim:
+    """Units per cube (a GPU's block size): ``CubeDim(256)``, ``CubeDim(16, 16)``."""
+
+    __slots__ = ("x", "y", "z")
+
+    def __init__(self, x: int = 1, y: int = 1, z: int = 1) -> None:
+        if min(x, y, z) < 1:
+            raise ValueError(f"CubeDim sizes must be >= 1, got ({x}, {y}, {z})")
+        self.x, self.y, self.z = int(x), int(y), int(z)
+
+    @property
+    def units(self) -> int:
+        return self.x * self.y * self.z
+
+    def __eq__(self, o: object) -> bool:
+        return isinstance(o, CubeDim) and (o.x, o.y, o.z) == (self.x, self.y, self.z)
+
+    def __hash__(self) -> int:
+        return hash((self.x, self.y, self.z))
+
+    def __repr__(self) -> str:
+        return f"CubeDim({self.x}, {self.y}, {self.z})"
+
+
+class CubeCount:
+    """Cubes per launch (a GPU's grid): ``CubeCount(8)``, ``CubeCount.covering(n, dim)``."""
+
+    __slots__ = ("x", "y", "z")
+
+    def __init__(self, x: int = 1, y: int = 1, z: int = 1) -> None:
+        if min(x, y, z) < 0:
+            raise ValueError(f"CubeCount sizes must be >= 0, got ({x}, {y}, {z})")
+        self.x, self.y, self.z = int(x), int(y), int(z)
+
+    @staticmethod
+    def covering(units: int, dim: CubeDim | int, max_x: int = 65535) -> CubeCount:
+        """Enough cubes for ``units`` units (x first, spilling into y past ``max_x``, as GPUs
+        limit the x extent); kernels bound-check ``ABSOLUTE_POS``."""
+        per = dim.units if isinstance(dim, CubeDim) else int(dim)
+        n = max(-(-units // per), 1)
+        if n <= max_x:
+            return CubeCount(n)
+        return CubeCount(max_x, -(-n // max_x))
+
+    @property
+    def cubes(self) -> int:
+        return self.x * self.y * self.z
+
+    def __repr__(self) -> str:
+        return f"CubeCount({self.x}, {self.y}, {self.z})"
+
+
+class LineArg:
+    """A tensor passed to a ``cube.Array[cube.Line[E]]`` parameter in lines of ``width``."""
+
+    __slots__ = ("tensor", "width")
+
+    def __init__(self, tensor: Any, width: int) -> None:
+        if width not in (1, 2, 4, 8, 16):
+            raise ValueError(f"line width must be 1, 2, 4, 8 or 16, got {width}")
+        self.tensor = tensor
+        self.width = width
+
+
+def lines(tensor: Any, width: int) -> LineArg:
+    """Pass ``tensor`` to a kernel as lines of ``width`` elements (its last dim must be
+    contiguous and divisible by ``width``)."""
+    return LineArg(tensor, width)
+
+
+class CubeFunction:
+    """A ``@cube.function``: inlined into the kernels that call it."""
+
+    __cube_function__ = True
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self._src: FunctionSource | None = None
+        functools.update_wrapper(self, fn)
+
+    def __cube_source__(self) -> FunctionSource:
+        if self._src is None:
+            self._src = FunctionSource(self.fn)
+        return self._src
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"@cube.function {self.fn.__qualname__} runs inside kernels only; call it from a "
+                        "@cube.kernel (it is inlined there)")
+
+
+def function(fn: Any) -> CubeFunction:
+    """Decorator: a helper inlined into the kernels that call it."""
+    return CubeFunction(fn)
+
+
+# --------------------------------------------------------------------------- argument resolution
+
+_SLOT_FMT = {"f16": "f4x", "bf16": "f4x", "f32": "f4x", "f64": "d", "i8": "i4x", "i16": "i4x",
+             "i32": "i4x", "i64": "q", "u8": "I4x", "u16": "I4x", "u32": "I4x", "u64": "Q", "bool_": "?7x"}
+
+
+def _scalar_converter(e: Elem, name: str) -> Any:
+    if e.name == "f16":
+        return lambda v: float(np.float16(v))
+    if e.name == "bf16":
+        import ml_dtypes
+
+        return lambda v: float(ml_dtypes.bfloat16(v))
+    if e.is_float:
+        return float
+    if e.kind == "bool":
+        return bool
+    lo, hi = e.limits()
+
+    def conv(v: Any) -> int:
+        if type(v) is float or isinstance(v, np.floating):
+            raise DTypeError(f"argument {name!r} is {e.name} but got the float {v!r}")
+        i = int(v)
+        if not lo <= i <= hi:
+            raise ValueError(f"argument {name!r}: {i} does not fit {e.name}")
+        return i
+
+    return conv
+
+
+def _array_of(a: Any, name: str, numpy_ok: bool = True) -> Any:
+    """The buffer view behind an argument: CubeTensor, ember Tensor, or (compile-only) numpy."""
+    if type(a) is CubeTensor:
+        return a
+    p = getattr(a, "_p", None)
+    if p is not None:
+        if type(p) is CubeTensor:
+            return p
+        raise TypeError(f"argument {name!r} lives on a device whose tensors are not cube buffers "
+                        f"({type(p).__name__}); create it on Device.cpu()")
+    if numpy_ok and isinstance(a, np.ndarray):
+        return a
+    raise TypeError(f"argument {name!r} must be a tensor on a cube device, got {type(a).__name__}"
+                    + (" (numpy arrays only describe arguments for kernel_id()/source()/ir())"
+                       if isinstance(a, np.ndarray) else ""))
+
+
+def _dtype_of(t: Any) -> dt.DType:
+    d = t.dtype
+    return d if type(d) is dt.DType else dt.from_numpy_dtype(d)
+
+
+def _hashable(v: Any) -> Any:
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    return v
+
+
+class _Plan:
+    """How to launch one specialisation: the function and how to fill its arguments."""
+
+    __slots__ = ("compiled", "fn", "entry", "server", "n_bufs", "n_info", "fmt", "getters", "widths",
+                 "check_lines", "buf_type", "info_type")
+
+    def __init__(self, compiled: Any, server: Any, widths: list[int], getters: list[Any], fmt: str) -> None:
+        self.compiled = compiled
+        self.fn = compiled.fn
+        self.entry = compiled.entry
+        self.server = server
+        self.widths = widths
+        self.n_bufs = len(widths)
+        self.getters = getters
+        self.n_info = len(getters)
+        self.fmt = struct.Struct(fmt)
+        self.check_lines = any(w > 1 for w in widths)
+        self.buf_type = ctypes.c_void_p * max(self.n_bufs, 1)
+        self.info_type = ctypes.c_uint64 * max(self.n_info, 1)
+
+    def run(self, count: CubeCount, args: tuple[Any, ...], tensors: list[CubeTensor]) -> None:
+        if self.check_lines:
+            for t, w in zip(tensors, self.widths):
+                if w > 1:
+                    _check_lines(t, w)
+        bufs = self.buf_type(*[t.ptr for t in tensors])
+        info = None
+        if self.n_info:
+            info = self.info_type()
+            self.fmt.pack_into(info, 0, *[g(args, tensors) for g in self.getters])
+        if tracing.active:
+            with tracing.span("launch", kernel=self.entry, stage=self.server.stage,
+                              channel=self.server.downstream.kind):
+                self.server.execute(self.fn, bufs, info, count.x, count.y, count.z, tensors)
+        else:
+            self.server.execute(self.fn, bufs, info, count.x, count.y, count.z, tensors)
+
+
+def _check_lines(t: CubeTensor, w: int) -> None:
+    if t.offset % w or (t.shape and (t.shape[-1] % w or (t.shape[-1] > 1 and t.strides[-1] != 1))) or any(
+            s % w for s in t.strides[:-1]) or (not t.shape and w > 1):
+        raise ShapeError(f"a tensor of shape {t.shape}, strides {t.strides}, offset {t.offset} cannot be read "
+                         f"in lines of {w}: its last dim must be contiguous and divisible by {w}, other "
+                         f"strides and the offset multiples of {w}")
+
+
+def _meta_getter(slot: InfoSlot, k: int, width: int) -> Any:
+    if slot.kind == "len":
+        def g(args: Any, ts: list[CubeTensor]) -> int:
+            t = ts[k]
+            n = 1
+            for s in t.shape:
+                n *= s
+            return n // width
+        return g
+    d = slot.dim
+    if slot.kind == "shape":
+        return lambda args, ts: ts[k].shape[d]
+    return lambda args, ts: ts[k].strides[d]
+
+
+class CubeKernel:
+    """A ``@cube.kernel``: launch it with ``k.launch(device, CubeCount(..), CubeDim(..), *args)``."""
+
+    __cube_kernel__ = True
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.name = f"{fn.__module__}.{fn.__qualname__}".replace("<locals>.", "")
+        self._src: FunctionSource | None = None
+        self._params: list[ParamSpec] | None = None
+        self._plans: dict[tuple[Any, ...], _Plan] = {}
+        functools.update_wrapper(self, fn)
+
+    def __cube_source__(self) -> FunctionSource:
+        if self._src is None:
+            self._src = FunctionSource(self.fn)
+        return self._src
+
+    @property
+    def params(self) -> list[ParamSpec]:
+        if self._params is None:
+            self._params = kernel_params(self.__cube_source__())
+        return self._params
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"launch the kernel with {self.fn.__name__}.launch(device, cube.CubeCount(...), "
+                        "cube.CubeDim(...), *args)")
+
+    # ---------------------------------------------------------------- launch
+    def launch(self, device: Any, count: CubeCount | int | tuple[int, ...], dim: CubeDim | int | tuple[int, ...],
+               *args: Any, **kwargs: Any) -> None:
+        """Run the kernel on every unit of ``count`` cubes of ``dim`` units; outputs are written
+        into the argument tensors' buffers in place."""
+        client = _client_of(device)
+        if type(count) is not CubeCount:
+            count = CubeCount(*count) if isinstance(count, tuple) else CubeCount(count)
+        if type(dim) is not CubeDim:
+            dim = CubeDim(*dim) if isinstance(dim, tuple) else CubeDim(dim)
+        params = self._params or self.params
+        if kwargs or len(args) != len(params):
+            args = self._bind(args, kwargs)
+        key: list[Any] = [id(client), dim.x, dim.y, dim.z]
+        tensors: list[Any] = []
+        for p, a in zip(params, args):
+            kind = p.kind
+            if kind == "array":
+                if type(a) is LineArg:
+                    t = _array_of(a.tensor, p.name, False)
+                    key.append((t.dtype, len(t.shape), a.width))
+                else:
+                    t = _array_of(a, p.name, False)
+                    key.append((t.dtype, len(t.shape), 0))
+                tensors.append(t)
+            elif kind == "comptime":
+                key.append(_hashable(a))
+            elif type(p.spec) is ElemVar:
+                key.append(type(a))
+        if len(tensors) > 1:
+            key.append(_aliases(tensors))
+        k = tuple(key)
+        plan = self._plans.get(k)
+        if plan is None:
+            plan = self._plan(client, k, args, tensors, dim)
+        plan.run(count, args, tensors)
+
+    def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+        params = self.params
+        if len(args) > len(params):
+            raise TypeError(f"{self.fn.__name__} takes {len(params)} arguments, got {len(args)}")
+        out = list(args)
+        for p in params[len(args):]:
+            if p.name in kwargs:
+                out.append(kwargs.pop(p.name))
+            elif p.default is not MISSING:
+                out.append(p.default)
+            else:
+                raise TypeError(f"{self.fn.__name__}() is missing argument {p.name!r}")
+        if kwargs:
+            raise TypeError(f"{self.fn.__name__}() got unexpected arguments {sorted(kwargs)}")
+        return tuple(out)
+
+    def describe(self, dim: CubeDim, args: tuple[Any, ...], target: Target) -> tuple[list[ArgSig], dict[ElemVar, Elem]]:
+        """The ArgSigs and element bindings of a launch's arguments."""
+        params = self.params
+        bindings: dict[ElemVar, Elem] = {}
+        arrays: list[Any] = []
+        sigs: list[ArgSig] = []
+        # arrays bind element variables first; scalars then read (or bind) them
+        for p, a in zip(params, args):
+            if p.kind != "array":
+                continue
+            spec: ArraySpec = p.spec
+            width = a.width if type(a) is LineArg else 0
+            t = _array_of(a.tensor if type(a) is LineArg else a, p.name)
+            e = elem_of_dtype(_dtype_of(t))
+            if isinstance(spec.elem, ElemVar):
+                if not spec.elem.accepts(e):
+                    raise DTypeError(f"argument {p.name!r} has dtype {e.dtype.name}, but {spec.elem!r} accepts "
+                                     f"{'/'.join(sorted(spec.elem.kinds))} types only")
+                prev = bindings.setdefault(spec.elem, e)
+                if prev is not e:
+                    raise DTypeError(f"argument {p.name!r} is {e.dtype.name} but an earlier argument bound "
+                                     f"{spec.elem!r} to {prev.dtype.name}")
+            elif spec.elem is not e:
+                raise DTypeError(f"argument {p.name!r} is {_dtype_of(t).name}, the kernel declares {spec!r}")
+            if spec.lines:
+                w = spec.width or width or 1
+                if spec.width and width and width != spec.width:
+                    raise ShapeError(f"argument {p.name!r} is declared in lines of {spec.width}, "
+                                     f"passed in lines of {width}")
+            else:
+                if width > 1:
+                    raise ShapeError(f"argument {p.name!r} is cube.Array[{spec.elem!r}] (not lines) but was "
+                                     f"passed with cube.lines(..., {width})")
+                w = 1
+            if w not in target.line_widths:
+                raise ShapeError(f"line width {w} is not supported by the {target.name} target")
+            arrays.append(t)
+            alias = None
+            for j, o in enumerate(arrays[:-1]):
+                if _same_buffer(o, t):
+                    alias = j
+                    break
+            sigs.append(ArgSig("array", p.name, e, w, len(t.shape), alias))
+        out: list[ArgSig] = []
+        it = iter(sigs)
+        for p, a in zip(params, args):
+            if p.kind == "array":
+                s = next(it)
+                # alias_of counts arrays; keep it as an array index
+                out.append(s)
+            elif p.kind == "scalar":
+                spec = p.spec
+                if isinstance(spec, ElemVar):
+                    e = bindings.get(spec)
+                    if e is None:
+                        e = bool_ if isinstance(a, (bool, np.bool_)) else (
+                            i32 if isinstance(a, (int, np.integer)) else f32)
+                        if not spec.accepts(e):
+                            raise DTypeError(f"argument {p.name!r}: {spec!r} cannot bind to {e!r}")
+                        bindings[spec] = e
+                else:
+                    e = spec
+                out.append(ArgSig("scalar", p.name, e))
+            else:
+                stable_repr(a)  # checks the value can be part of a KernelId
+                out.append(ArgSig("comptime", p.name, value=_hashable(a)))
+        return out, bindings
+
+    def kernel_id(self, dim: CubeDim | int, *args: Any, target: Target | None = None, **kwargs: Any) -> KernelId:
+        """The KernelId of a launch with these arguments (numpy arrays may stand for tensors)."""
+        dim = dim if isinstance(dim, CubeDim) else CubeDim(dim)
+        target = target or _default_target()
+        args = self._bind(args, kwargs)
+        sigs, _ = self.describe(dim, args, target)
+        return KernelId(self.name, self.__cube_source__().digest, (dim.x, dim.y, dim.z), tuple(sigs), target.name)
+
+    def ir(self, dim: CubeDim | int, *args: Any, target: Target | None = None, **kwargs: Any) -> Any:
+        """The kernel IR of a launch with these arguments (no compiler, no device)."""
+        dim = dim if isinstance(dim, CubeDim) else CubeDim(dim)
+        target = target or _default_target()
+        args = self._bind(args, kwargs)
+        sigs, bindings = self.describe(dim, args, target)
+        kid = KernelId(self.name, self.__cube_source__().digest, (dim.x, dim.y, dim.z), tuple(sigs), target.name)
+        return expand_kernel(self.__cube_source__(), self.params, sigs, target, (dim.x, dim.y, dim.z), bindings,
+                             self.name, kid.entry())
+
+    def source(self, dim: CubeDim | int, *args: Any, **kwargs: Any) -> str:
+        """The C source of a launch with these arguments (the compile-only path)."""
+        from .compiler.c import CCompiler
+
+        return CCompiler().compile(self.ir(dim, *args, **kwargs)).source
+
+    def _plan(self, client: Any, key: tuple[Any, ...], args: tuple[Any, ...], tensors: list[Any],
+              dim: CubeDim) -> _Plan:
+        server = client.server
+        target = _target_of(server.compiler)
+        sigs, bindings = self.describe(dim, args, target)
+        src, params = self.__cube_source__(), self.params
+        kid = KernelId(self.name, src.digest, (dim.x, dim.y, dim.z), tuple(sigs), target.name)
+        entry = kid.entry()
+
+        def make_ir() -> Any:
+            return expand_kernel(src, params, sigs, target, (dim.x, dim.y, dim.z), bindings, self.name, entry)
+
+        compiled = client.pipeline(kid, make_ir)
+        array_params = [i for i, p in enumerate(params) if p.kind == "array"]
+        tensor_index = {pi: k for k, pi in enumerate(array_params)}
+        widths = [sigs[i].width for i in array_params]
+        getters: list[Any] = []
+        fmt = "<"
+        for slot in compiled.source.info:
+            if slot.kind == "scalar":
+                conv = _scalar_converter(slot.elem, params[slot.param].name)
+                i = slot.param
+                getters.append(lambda args, ts, conv=conv, i=i: conv(args[i]))
+                fmt += _SLOT_FMT[slot.elem.name]
+            else:
+                k = tensor_index[slot.param]
+                getters.append(_meta_getter(slot, k, widths[k]))
+                fmt += "Q"
+        plan = _Plan(compiled, server, widths, getters, fmt)
+        self._plans[key] = plan
+        return plan
+
+
+def kernel(fn: Any) -> CubeKernel:
+    """Decorator: a kernel function expanded to IR by walking its AST (see ember.cube)."""
+    return CubeKernel(fn)
+
+
+def _same_buffer(a: Any, b: Any) -> bool:
+    if type(a) is CubeTensor and type(b) is CubeTensor:
+        return a.buffer is b.buffer
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray):
+        return a is b or bool(np.shares_memory(a, b))
+    return False
+
+
+def _aliases(tensors: list[Any]) -> tuple[int, ...]:
+    out = []
+    for i, t in enumerate(tensors):
+        buf = getattr(t, "buffer", t)
+        j = i
+        for k in range(i):
+            if getattr(tensors[k], "buffer", tensors[k]) is buf:
+                j = k
+                break
+        out.append(j)
+    return tuple(out)
+
+
+_targets: dict[int, Target] = {}
+
+
+def _target_of(compiler: Any) -> Target:
+    t = _targets.get(id(compiler))
+    if t is None:
+        caps = compiler.capabilities
+        t = _targets[id(compiler)] = Target(compiler.language, caps.plane_size, caps.line_widths,
+                                            caps.max_shared_bytes)
+    return t
+
+
+def _default_target() -> Target:
+    from .compiler.c import CCompiler
+
+    return _target_of(_C_COMPILER.setdefault(0, CCompiler()))
+
+
+_C_COMPILER: dict[int, Any] = {}
+_clients: dict[Any, Any] = {}
+
+
+def _client_of(device: Any) -> Any:
+    """The ComputeClient behind a Device, a cube backend, or a client itself."""
+    c = _clients.get(device)
+    if c is not None:
+        return c
+    if hasattr(device, "server") and hasattr(device, "pool"):
+        return device
+    inner = getattr(device, "client", None)
+    if inner is None and hasattr(device, "backend"):
+        bk = device.backend()
+        inner = getattr(getattr(bk, "inner", bk), "client", None)
+        if inner is None:
+            raise TypeError(f"{device!r} does not run cube kernels (backend {bk.name}); use Device.cpu()")
+    if inner is None:
+        raise TypeError(f"cannot launch on {device!r}: pass an ember Device, a cube backend or a ComputeClient")
+    try:
+        _clients[device] = inner
+    except TypeError:
+        pass
+    return inner
