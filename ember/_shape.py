@@ -9,6 +9,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
 from .errors import DimError, ShapeError
 
 Shape = tuple[int, ...]
@@ -65,7 +67,7 @@ def norm_dims(dim: Any, ndim: int) -> tuple[int, ...]:
     """``None`` means every dim; an int or a sequence of ints otherwise (sorted, unique)."""
     if dim is None:
         return _norm_dims(None, ndim)
-    if isinstance(dim, int):
+    if isinstance(dim, int | np.integer):
         return (norm_dim(dim, ndim),)
     return _norm_dims(tuple(dim), ndim)
 
@@ -93,7 +95,7 @@ def infer_reshape(shape: Shape, new: Sequence[int]) -> Shape:
 
 def sizes_arg(size: tuple[Any, ...]) -> Shape:
     """``f(2, 3)`` and ``f((2, 3))`` and ``f([2, 3])`` all mean shape (2, 3)."""
-    if len(size) == 1 and not isinstance(size[0], int):
+    if len(size) == 1 and not isinstance(size[0], int | np.integer):
         size = tuple(size[0])
     try:
         out = tuple(int(s) for s in size)

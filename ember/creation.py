@@ -98,7 +98,16 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
         a = data
         d = dt.as_dtype(dtype) if dtype is not None else dt.from_numpy_dtype(a.dtype)
     else:
-        a = np.asarray(data)
+        try:
+            a = np.asarray(data)
+        except ValueError as e:  # ragged nested lists
+            from .errors import ShapeError
+
+            raise ShapeError(f"tensor(): the data is not rectangular ({e})") from None
+        if a.dtype == object:
+            from .errors import ShapeError
+
+            raise ShapeError("tensor(): the data is not a rectangular array of numbers")
         d = dt.as_dtype(dtype) if dtype is not None else _infer_dtype(a)
     if a.dtype != d.np:
         with np.errstate(all="ignore"):
@@ -121,7 +130,7 @@ def from_numpy(array: np.ndarray, device: Any = None) -> Tensor:
 
 def full(size: Sequence[int], fill_value: Any, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    shape = S.sizes_arg((size,)) if not isinstance(size, int) else (size,)
+    shape = S.sizes_arg((size,)) if not isinstance(size, int | np.integer) else (size,)
     if isinstance(fill_value, np.generic):
         fill_value = fill_value.item()
     d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(fill_value)
@@ -232,7 +241,7 @@ def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: 
     if not high > low:
         raise ValueError(f"randint needs low < high, got [{low}, {high})")
     d = dt.as_dtype(dtype) if dtype is not None else dt.int64
-    shape = S.sizes_arg((size,)) if not isinstance(size, int) else (size,)
+    shape = S.sizes_arg((size,)) if not isinstance(size, int | np.integer) else (size,)
     return _random("randint", shape, d, device, int(low), int(high), requires_grad)
 
 

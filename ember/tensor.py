@@ -85,7 +85,7 @@ def _binary(op: str, rule: int, rop: str | None = None) -> Any:
             bk = a._bk
             pa, pb = a._p, b._p
             d = a._dt
-            if b._bk is bk and b._dt is d and rule == _ARITH:
+            if b._bk is bk and b._dt is d and rule == _ARITH and d is not dt.bool_:
                 if pa.shape != pb.shape:
                     S.broadcast(pa.shape, pb.shape)
                 return _make(getattr(bk, op)(pa, pb), bk, d)
@@ -109,6 +109,8 @@ def _binary(op: str, rule: int, rop: str | None = None) -> Any:
 
 def _tensor_tensor(op: str, rule: int, a: Tensor, b: Tensor) -> Tensor:
     _check_device(a, b)
+    if op == "sub" and a._dt is dt.bool_ and b._dt is dt.bool_:
+        raise DTypeError("subtraction of two bool tensors is not supported; use logical_xor or ^")
     bk = a._bk
     pa, pb = a._p, b._p
     if pa.shape != pb.shape:
@@ -897,7 +899,7 @@ class Tensor:
         return self.reshape(shape[:d] + inner + shape[d + 1:])
 
     def permute(self, *dims: Any) -> Tensor:
-        if len(dims) == 1 and not isinstance(dims[0], int):
+        if len(dims) == 1 and not isinstance(dims[0], int | np.integer):
             dims = tuple(dims[0])
         if len(dims) != self.ndim:
             raise ShapeError(f"permute needs {self.ndim} dims for shape {self.shape}, got {dims}")
@@ -934,7 +936,7 @@ class Tensor:
         return self.transpose(-2, -1)
 
     def expand(self, *sizes: Any) -> Tensor:
-        if len(sizes) == 1 and not isinstance(sizes[0], int):
+        if len(sizes) == 1 and not isinstance(sizes[0], int | np.integer):
             sizes = tuple(sizes[0])
         shape = self.shape
         if len(sizes) < len(shape):
@@ -982,7 +984,7 @@ class Tensor:
         return _make(self._bk.reshape(self._p, shape[:d] + (1,) + shape[d:]), self._bk, self._dt)
 
     def flip(self, *dims: Any) -> Tensor:
-        if len(dims) == 1 and not isinstance(dims[0], int):
+        if len(dims) == 1 and not isinstance(dims[0], int | np.integer):
             dims = tuple(dims[0])
         nd = S.norm_dims(dims, self.ndim)
         if not nd:
@@ -990,7 +992,7 @@ class Tensor:
         return _make(self._bk.flip(self._p, nd), self._bk, self._dt)
 
     def repeat(self, *sizes: Any) -> Tensor:
-        if len(sizes) == 1 and not isinstance(sizes[0], int):
+        if len(sizes) == 1 and not isinstance(sizes[0], int | np.integer):
             sizes = tuple(sizes[0])
         reps = tuple(int(s) for s in sizes)
         if len(reps) < self.ndim:
@@ -1009,7 +1011,7 @@ class Tensor:
         return t.reshape(tuple(r * n for r, n in zip(reps, shape)))
 
     def tile(self, *sizes: Any) -> Tensor:
-        if len(sizes) == 1 and not isinstance(sizes[0], int):
+        if len(sizes) == 1 and not isinstance(sizes[0], int | np.integer):
             sizes = tuple(sizes[0])
         sizes = (1,) * builtins.max(0, self.ndim - len(sizes)) + tuple(sizes)
         return self.repeat(sizes)
@@ -1017,7 +1019,7 @@ class Tensor:
     def split(self, split_size_or_sections: Any, dim: int = 0) -> tuple[Tensor, ...]:
         d = S.norm_dim(dim, self.ndim)
         n = self.shape[d]
-        if isinstance(split_size_or_sections, int):
+        if isinstance(split_size_or_sections, int | np.integer):
             step = split_size_or_sections
             if step <= 0:
                 raise ValueError(f"split size must be positive, got {step}")
@@ -1134,5 +1136,5 @@ class Tensor:
 
 
 def _raw(shape: tuple[Any, ...]) -> tuple[int, ...]:
-    flat = shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape
+    flat = shape[0] if len(shape) == 1 and not isinstance(shape[0], int | np.integer) else shape
     return tuple(int(s) for s in flat)

@@ -25,8 +25,7 @@ from .types import Elem
 
 # --------------------------------------------------------------------------- values
 
-SSA, LOCAL, SCALAR, ARRAY, SHARED, LOCAL_ARRAY = (
-    "ssa", "local", "scalar", "array", "shared", "local_array")
+SSA, LOCAL, SCALAR, ARRAY, SHARED, LOCAL_ARRAY = ("ssa", "local", "scalar", "array", "shared", "local_array")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +50,18 @@ class Var:
 
     __slots__ = ("id", "kind", "type", "name", "weak", "size", "param", "rank")
 
-    def __init__(self, id: int, kind: str, type: Type | None, name: str = "", *, weak: str = "",
-                 size: int = 0, param: int = -1, rank: int = 0) -> None:
+    def __init__(
+        self,
+        id: int,
+        kind: str,
+        type: Type | None,
+        name: str = "",
+        *,
+        weak: str = "",
+        size: int = 0,
+        param: int = -1,
+        rank: int = 0,
+    ) -> None:
         self.id = id
         self.kind = kind
         self.type = type
@@ -164,11 +173,22 @@ class Exit:
 Instr = Op | Assign | Store | If | RangeLoop | Loop | Break | Continue | Return | Barrier | Block | Exit
 
 #: ops that need every unit of a plane to have computed their operand
-PLANE_OPS = frozenset({
-    "plane_sum", "plane_prod", "plane_max", "plane_min", "plane_all", "plane_any",
-    "plane_broadcast", "plane_shuffle", "plane_shuffle_xor", "plane_elect",
-    "plane_inclusive_sum", "plane_exclusive_sum",
-})
+PLANE_OPS = frozenset(
+    {
+        "plane_sum",
+        "plane_prod",
+        "plane_max",
+        "plane_min",
+        "plane_all",
+        "plane_any",
+        "plane_broadcast",
+        "plane_shuffle",
+        "plane_shuffle_xor",
+        "plane_elect",
+        "plane_inclusive_sum",
+        "plane_exclusive_sum",
+    }
+)
 ATOMIC_OPS = frozenset({"atomic_add", "atomic_sub", "atomic_max", "atomic_min", "atomic_exchange"})
 
 

@@ -59,8 +59,11 @@ def stable_repr(v: Any) -> str:
         return f"{type(v).__qualname__}.{v.name}"
     if isinstance(v, (tuple, list)):
         inner = ", ".join(stable_repr(x) for x in v)
-        return f"({inner},)" if isinstance(v, tuple) and len(v) == 1 else (
-            f"({inner})" if isinstance(v, tuple) else f"[{inner}]")
+        return (
+            f"({inner},)"
+            if isinstance(v, tuple) and len(v) == 1
+            else (f"({inner})" if isinstance(v, tuple) else f"[{inner}]")
+        )
     if isinstance(v, frozenset):
         return "frozenset({" + ", ".join(sorted(stable_repr(x) for x in v)) + "})"
     custom = getattr(v, "__cube_repr__", None)

@@ -12,19 +12,21 @@ from __future__ import annotations
 import ctypes
 import functools
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .. import dtype as dt
 from .. import tracing
 from ..errors import DTypeError, ShapeError
-from .compiler.base import InfoSlot
 from .kernel_id import ArgSig, KernelId, stable_repr
-from .lang.expand import ParamSpec, Target, expand_kernel, kernel_params
-from .lang.source import MISSING, FunctionSource
 from .runtime.tensor import CubeTensor
 from .types import ArraySpec, Elem, ElemVar, bool_, elem_of_dtype, f32, i32
+
+if TYPE_CHECKING:  # the expander and compilers load at the first expansion, not at import
+    from .compiler.base import InfoSlot
+    from .lang.expand import ParamSpec, Target
+    from .lang.source import FunctionSource
 
 __all__ = ["CubeKernel", "CubeFunction", "CubeCount", "CubeDim", "LineArg", "lines", "kernel", "function"]
 
@@ -111,12 +113,16 @@ class CubeFunction:
 
     def __cube_source__(self) -> FunctionSource:
         if self._src is None:
+            from .lang.source import FunctionSource
+
             self._src = FunctionSource(self.fn)
         return self._src
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"@cube.function {self.fn.__qualname__} runs inside kernels only; call it from a "
-                        "@cube.kernel (it is inlined there)")
+        raise TypeError(
+            f"@cube.function {self.fn.__qualname__} runs inside kernels only; call it from a "
+            "@cube.kernel (it is inlined there)"
+        )
 
 
 def function(fn: Any) -> CubeFunction:
@@ -126,8 +132,21 @@ def function(fn: Any) -> CubeFunction:
 
 # --------------------------------------------------------------------------- argument resolution
 
-_SLOT_FMT = {"f16": "f4x", "bf16": "f4x", "f32": "f4x", "f64": "d", "i8": "i4x", "i16": "i4x",
-             "i32": "i4x", "i64": "q", "u8": "I4x", "u16": "I4x", "u32": "I4x", "u64": "Q", "bool_": "?7x"}
+_SLOT_FMT = {
+    "f16": "f4x",
+    "bf16": "f4x",
+    "f32": "f4x",
+    "f64": "d",
+    "i8": "i4x",
+    "i16": "i4x",
+    "i32": "i4x",
+    "i64": "q",
+    "u8": "I4x",
+    "u16": "I4x",
+    "u32": "I4x",
+    "u64": "Q",
+    "bool_": "?7x",
+}
 
 
 def _scalar_converter(e: Elem, name: str) -> Any:
@@ -162,13 +181,20 @@ def _array_of(a: Any, name: str, numpy_ok: bool = True) -> Any:
     if p is not None:
         if type(p) is CubeTensor:
             return p
-        raise TypeError(f"argument {name!r} lives on a device whose tensors are not cube buffers "
-                        f"({type(p).__name__}); create it on Device.cpu()")
+        raise TypeError(
+            f"argument {name!r} lives on a device whose tensors are not cube buffers "
+            f"({type(p).__name__}); create it on Device.cpu()"
+        )
     if numpy_ok and isinstance(a, np.ndarray):
         return a
-    raise TypeError(f"argument {name!r} must be a tensor on a cube device, got {type(a).__name__}"
-                    + (" (numpy arrays only describe arguments for kernel_id()/source()/ir())"
-                       if isinstance(a, np.ndarray) else ""))
+    raise TypeError(
+        f"argument {name!r} must be a tensor on a cube device, got {type(a).__name__}"
+        + (
+            " (numpy arrays only describe arguments for kernel_id()/source()/ir())"
+            if isinstance(a, np.ndarray)
+            else ""
+        )
+    )
 
 
 def _dtype_of(t: Any) -> dt.DType:
@@ -187,8 +213,20 @@ def _hashable(v: Any) -> Any:
 class _Plan:
     """How to launch one specialisation: the function and how to fill its arguments."""
 
-    __slots__ = ("compiled", "fn", "entry", "server", "n_bufs", "n_info", "fmt", "getters", "widths",
-                 "check_lines", "buf_type", "info_type")
+    __slots__ = (
+        "compiled",
+        "fn",
+        "entry",
+        "server",
+        "n_bufs",
+        "n_info",
+        "fmt",
+        "getters",
+        "widths",
+        "check_lines",
+        "buf_type",
+        "info_type",
+    )
 
     def __init__(self, compiled: Any, server: Any, widths: list[int], getters: list[Any], fmt: str) -> None:
         self.compiled = compiled
@@ -215,29 +253,49 @@ class _Plan:
             info = self.info_type()
             self.fmt.pack_into(info, 0, *[g(args, tensors) for g in self.getters])
         if tracing.active:
-            with tracing.span("launch", kernel=self.entry, stage=self.server.stage,
-                              channel=self.server.downstream.kind):
+            with tracing.span(
+                "launch", kernel=self.entry, stage=self.server.stage, channel=self.server.downstream.kind
+            ):
                 self.server.execute(self.fn, bufs, info, count.x, count.y, count.z, tensors)
         else:
             self.server.execute(self.fn, bufs, info, count.x, count.y, count.z, tensors)
 
 
 def _check_lines(t: CubeTensor, w: int) -> None:
-    if t.offset % w or (t.shape and (t.shape[-1] % w or (t.shape[-1] > 1 and t.strides[-1] != 1))) or any(
-            s % w for s in t.strides[:-1]) or (not t.shape and w > 1):
-        raise ShapeError(f"a tensor of shape {t.shape}, strides {t.strides}, offset {t.offset} cannot be read "
-                         f"in lines of {w}: its last dim must be contiguous and divisible by {w}, other "
-                         f"strides and the offset multiples of {w}")
+    """Lines of ``w`` read ``w`` consecutive elements: a contiguous view needs its element
+    count and offset divisible by ``w``; a strided one also its last dim contiguous and
+    every other stride a multiple of ``w``."""
+    if (
+        t.offset % w == 0
+        and t.numel % w == 0
+        and (
+            t.is_contiguous()
+            or (
+                t.shape
+                and t.shape[-1] % w == 0
+                and t.strides[-1] == 1
+                and not any(s % w for s in t.strides[:-1])
+            )
+        )
+    ):
+        return
+    raise ShapeError(
+        f"a tensor of shape {t.shape}, strides {t.strides}, offset {t.offset} cannot be read "
+        f"in lines of {w}: its element count and offset must be multiples of {w} and, unless "
+        f"it is contiguous, its last dim contiguous and its other strides multiples of {w}"
+    )
 
 
 def _meta_getter(slot: InfoSlot, k: int, width: int) -> Any:
     if slot.kind == "len":
+
         def g(args: Any, ts: list[CubeTensor]) -> int:
             t = ts[k]
             n = 1
             for s in t.shape:
                 n *= s
             return n // width
+
         return g
     d = slot.dim
     if slot.kind == "shape":
@@ -260,22 +318,34 @@ class CubeKernel:
 
     def __cube_source__(self) -> FunctionSource:
         if self._src is None:
+            from .lang.source import FunctionSource
+
             self._src = FunctionSource(self.fn)
         return self._src
 
     @property
     def params(self) -> list[ParamSpec]:
         if self._params is None:
+            from .lang.expand import kernel_params
+
             self._params = kernel_params(self.__cube_source__())
         return self._params
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"launch the kernel with {self.fn.__name__}.launch(device, cube.CubeCount(...), "
-                        "cube.CubeDim(...), *args)")
+        raise TypeError(
+            f"launch the kernel with {self.fn.__name__}.launch(device, cube.CubeCount(...), "
+            "cube.CubeDim(...), *args)"
+        )
 
     # ---------------------------------------------------------------- launch
-    def launch(self, device: Any, count: CubeCount | int | tuple[int, ...], dim: CubeDim | int | tuple[int, ...],
-               *args: Any, **kwargs: Any) -> None:
+    def launch(
+        self,
+        device: Any,
+        count: CubeCount | int | tuple[int, ...],
+        dim: CubeDim | int | tuple[int, ...],
+        *args: Any,
+        **kwargs: Any,
+    ) -> None:
         """Run the kernel on every unit of ``count`` cubes of ``dim`` units; outputs are written
         into the argument tensors' buffers in place."""
         client = _client_of(device)
@@ -315,10 +385,10 @@ class CubeKernel:
         if len(args) > len(params):
             raise TypeError(f"{self.fn.__name__} takes {len(params)} arguments, got {len(args)}")
         out = list(args)
-        for p in params[len(args):]:
+        for p in params[len(args) :]:
             if p.name in kwargs:
                 out.append(kwargs.pop(p.name))
-            elif p.default is not MISSING:
+            elif p.default is not _missing():
                 out.append(p.default)
             else:
                 raise TypeError(f"{self.fn.__name__}() is missing argument {p.name!r}")
@@ -326,7 +396,9 @@ class CubeKernel:
             raise TypeError(f"{self.fn.__name__}() got unexpected arguments {sorted(kwargs)}")
         return tuple(out)
 
-    def describe(self, dim: CubeDim, args: tuple[Any, ...], target: Target) -> tuple[list[ArgSig], dict[ElemVar, Elem]]:
+    def describe(
+        self, dim: CubeDim, args: tuple[Any, ...], target: Target
+    ) -> tuple[list[ArgSig], dict[ElemVar, Elem]]:
         """The ArgSigs and element bindings of a launch's arguments."""
         params = self.params
         bindings: dict[ElemVar, Elem] = {}
@@ -342,23 +414,31 @@ class CubeKernel:
             e = elem_of_dtype(_dtype_of(t))
             if isinstance(spec.elem, ElemVar):
                 if not spec.elem.accepts(e):
-                    raise DTypeError(f"argument {p.name!r} has dtype {e.dtype.name}, but {spec.elem!r} accepts "
-                                     f"{'/'.join(sorted(spec.elem.kinds))} types only")
+                    raise DTypeError(
+                        f"argument {p.name!r} has dtype {e.dtype.name}, but {spec.elem!r} accepts "
+                        f"{'/'.join(sorted(spec.elem.kinds))} types only"
+                    )
                 prev = bindings.setdefault(spec.elem, e)
                 if prev is not e:
-                    raise DTypeError(f"argument {p.name!r} is {e.dtype.name} but an earlier argument bound "
-                                     f"{spec.elem!r} to {prev.dtype.name}")
+                    raise DTypeError(
+                        f"argument {p.name!r} is {e.dtype.name} but an earlier argument bound "
+                        f"{spec.elem!r} to {prev.dtype.name}"
+                    )
             elif spec.elem is not e:
                 raise DTypeError(f"argument {p.name!r} is {_dtype_of(t).name}, the kernel declares {spec!r}")
             if spec.lines:
                 w = spec.width or width or 1
                 if spec.width and width and width != spec.width:
-                    raise ShapeError(f"argument {p.name!r} is declared in lines of {spec.width}, "
-                                     f"passed in lines of {width}")
+                    raise ShapeError(
+                        f"argument {p.name!r} is declared in lines of {spec.width}, "
+                        f"passed in lines of {width}"
+                    )
             else:
                 if width > 1:
-                    raise ShapeError(f"argument {p.name!r} is cube.Array[{spec.elem!r}] (not lines) but was "
-                                     f"passed with cube.lines(..., {width})")
+                    raise ShapeError(
+                        f"argument {p.name!r} is cube.Array[{spec.elem!r}] (not lines) but was "
+                        f"passed with cube.lines(..., {width})"
+                    )
                 w = 1
             if w not in target.line_widths:
                 raise ShapeError(f"line width {w} is not supported by the {target.name} target")
@@ -381,8 +461,11 @@ class CubeKernel:
                 if isinstance(spec, ElemVar):
                     e = bindings.get(spec)
                     if e is None:
-                        e = bool_ if isinstance(a, (bool, np.bool_)) else (
-                            i32 if isinstance(a, (int, np.integer)) else f32)
+                        e = (
+                            bool_
+                            if isinstance(a, (bool, np.bool_))
+                            else (i32 if isinstance(a, (int, np.integer)) else f32)
+                        )
                         if not spec.accepts(e):
                             raise DTypeError(f"argument {p.name!r}: {spec!r} cannot bind to {e!r}")
                         bindings[spec] = e
@@ -394,13 +477,17 @@ class CubeKernel:
                 out.append(ArgSig("comptime", p.name, value=_hashable(a)))
         return out, bindings
 
-    def kernel_id(self, dim: CubeDim | int, *args: Any, target: Target | None = None, **kwargs: Any) -> KernelId:
+    def kernel_id(
+        self, dim: CubeDim | int, *args: Any, target: Target | None = None, **kwargs: Any
+    ) -> KernelId:
         """The KernelId of a launch with these arguments (numpy arrays may stand for tensors)."""
         dim = dim if isinstance(dim, CubeDim) else CubeDim(dim)
         target = target or _default_target()
         args = self._bind(args, kwargs)
         sigs, _ = self.describe(dim, args, target)
-        return KernelId(self.name, self.__cube_source__().digest, (dim.x, dim.y, dim.z), tuple(sigs), target.name)
+        return KernelId(
+            self.name, self.__cube_source__().digest, (dim.x, dim.y, dim.z), tuple(sigs), target.name
+        )
 
     def ir(self, dim: CubeDim | int, *args: Any, target: Target | None = None, **kwargs: Any) -> Any:
         """The kernel IR of a launch with these arguments (no compiler, no device)."""
@@ -408,9 +495,21 @@ class CubeKernel:
         target = target or _default_target()
         args = self._bind(args, kwargs)
         sigs, bindings = self.describe(dim, args, target)
-        kid = KernelId(self.name, self.__cube_source__().digest, (dim.x, dim.y, dim.z), tuple(sigs), target.name)
-        return expand_kernel(self.__cube_source__(), self.params, sigs, target, (dim.x, dim.y, dim.z), bindings,
-                             self.name, kid.entry())
+        kid = KernelId(
+            self.name, self.__cube_source__().digest, (dim.x, dim.y, dim.z), tuple(sigs), target.name
+        )
+        from .lang.expand import expand_kernel
+
+        return expand_kernel(
+            self.__cube_source__(),
+            self.params,
+            sigs,
+            target,
+            (dim.x, dim.y, dim.z),
+            bindings,
+            self.name,
+            kid.entry(),
+        )
 
     def source(self, dim: CubeDim | int, *args: Any, **kwargs: Any) -> str:
         """The C source of a launch with these arguments (the compile-only path)."""
@@ -418,8 +517,9 @@ class CubeKernel:
 
         return CCompiler().compile(self.ir(dim, *args, **kwargs)).source
 
-    def _plan(self, client: Any, key: tuple[Any, ...], args: tuple[Any, ...], tensors: list[Any],
-              dim: CubeDim) -> _Plan:
+    def _plan(
+        self, client: Any, key: tuple[Any, ...], args: tuple[Any, ...], tensors: list[Any], dim: CubeDim
+    ) -> _Plan:
         server = client.server
         target = _target_of(server.compiler)
         sigs, bindings = self.describe(dim, args, target)
@@ -428,6 +528,8 @@ class CubeKernel:
         entry = kid.entry()
 
         def make_ir() -> Any:
+            from .lang.expand import expand_kernel
+
             return expand_kernel(src, params, sigs, target, (dim.x, dim.y, dim.z), bindings, self.name, entry)
 
         compiled = client.pipeline(kid, make_ir)
@@ -484,8 +586,11 @@ def _target_of(compiler: Any) -> Target:
     t = _targets.get(id(compiler))
     if t is None:
         caps = compiler.capabilities
-        t = _targets[id(compiler)] = Target(compiler.language, caps.plane_size, caps.line_widths,
-                                            caps.max_shared_bytes)
+        from .lang.expand import Target
+
+        t = _targets[id(compiler)] = Target(
+            compiler.target_name, caps.plane_size, caps.line_widths, caps.max_shared_bytes
+        )
     return t
 
 
@@ -513,9 +618,17 @@ def _client_of(device: Any) -> Any:
         if inner is None:
             raise TypeError(f"{device!r} does not run cube kernels (backend {bk.name}); use Device.cpu()")
     if inner is None:
-        raise TypeError(f"cannot launch on {device!r}: pass an ember Device, a cube backend or a ComputeClient")
+        raise TypeError(
+            f"cannot launch on {device!r}: pass an ember Device, a cube backend or a ComputeClient"
+        )
     try:
         _clients[device] = inner
     except TypeError:
         pass
     return inner
+
+
+def _missing() -> Any:
+    from .lang.source import MISSING
+
+    return MISSING

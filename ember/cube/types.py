@@ -18,9 +18,34 @@ from typing import Any
 from .. import dtype as dt
 
 __all__ = [
-    "Elem", "ElemVar", "ArraySpec", "ComptimeSpec", "Array", "Tensor", "Line", "Comptime",
-    "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "bool_",
-    "Float", "Int", "UInt", "Numeric", "T", "elem_of_dtype", "ELEMS",
+    "Elem",
+    "ElemVar",
+    "ArraySpec",
+    "ComptimeSpec",
+    "Array",
+    "Tensor",
+    "Line",
+    "Comptime",
+    "f16",
+    "bf16",
+    "f32",
+    "f64",
+    "i8",
+    "i16",
+    "i32",
+    "i64",
+    "u8",
+    "u16",
+    "u32",
+    "u64",
+    "bool_",
+    "Float",
+    "Int",
+    "UInt",
+    "Numeric",
+    "T",
+    "elem_of_dtype",
+    "ELEMS",
 ]
 
 FLOAT, INT, UINT, BOOL = "float", "int", "uint", "bool"
@@ -75,9 +100,21 @@ class Elem:
         return self.name
 
 
-_NP = {"f16": "float16", "bf16": "float32", "f32": "float32", "f64": "float64", "i8": "int8",
-       "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8", "u16": "uint16",
-       "u32": "uint32", "u64": "uint64", "bool_": "bool"}
+_NP = {
+    "f16": "float16",
+    "bf16": "float32",
+    "f32": "float32",
+    "f64": "float64",
+    "i8": "int8",
+    "i16": "int16",
+    "i32": "int32",
+    "i64": "int64",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
+    "bool_": "bool",
+}
 
 f16 = Elem("f16", FLOAT, 16, dt.float16)
 bf16 = Elem("bf16", FLOAT, 16, dt.bfloat16)
@@ -93,8 +130,9 @@ u32 = Elem("u32", UINT, 32, None)
 u64 = Elem("u64", UINT, 64, None)
 bool_ = Elem("bool_", BOOL, 8, dt.bool_)
 
-ELEMS: dict[str, Elem] = {e.name: e for e in (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32,
-                                              u64, bool_)}
+ELEMS: dict[str, Elem] = {
+    e.name: e for e in (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool_)
+}
 _BY_DTYPE = {e.dtype: e for e in ELEMS.values() if e.dtype is not None}
 
 

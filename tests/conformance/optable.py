@@ -749,6 +749,62 @@ add(
            lambda d: "float64"),
 )
 
+# -- empty tensors -------------------------------------------------------------------------
+add(
+    OpSpec("empty.exp", lambda x: x.exp(), np.exp, unary([(0,), (2, 0)]), FLOATS, (0,)),
+    OpSpec("empty.add", lambda a, b: a + b, np.add, binary([((0, 3), (3,)), ((2, 0), (1, 1))]), NUMERIC,
+           (0, 1)),
+    OpSpec("empty.sum[dim=0]", lambda x: x.sum(dim=0), lambda x: np.sum(x, axis=0), unary([(0, 3)]), NUMERIC,
+           (0,), int64_out),
+    OpSpec("empty.sum[all]", lambda x: x.sum(), np.sum, unary([(0, 3)]), NUMERIC, (0,), int64_out),
+    OpSpec("empty.prod[dim=1]", lambda x: x.prod(dim=1), lambda x: np.prod(x, axis=1), unary([(3, 0)]),
+           FLOATS, (0,)),
+    OpSpec("empty.mean[dim=0]", lambda x: x.mean(dim=0), lambda x: np.sum(x, axis=0) / 0.0, unary([(0, 2)]),
+           FLOATS),
+    OpSpec("empty.matmul[k=0]", lambda a, b: a @ b, np.matmul, binary([((2, 0), (0, 3))]), FLOATS, (0, 1)),
+    OpSpec("empty.matmul[m=0]", lambda a, b: a @ b, np.matmul, binary([((0, 4), (4, 3))]), FLOATS, (0, 1)),
+    OpSpec("empty.reshape", lambda x: x.reshape(3, 0, 2), lambda x: x.reshape(3, 0, 2), unary([(0, 6)]),
+           ALL, (0,)),
+    OpSpec("empty.cat", lambda a, b: ember.cat([a, b], dim=0), lambda a, b: np.concatenate([a, b]),
+           binary([((0, 3), (2, 3))]), ALL, (0, 1)),
+    OpSpec("empty.getitem", lambda x: x[2:2], lambda x: x[2:2], unary([(4, 3)]), ALL, (0,)),
+    OpSpec("empty.softmax", lambda x: x.softmax(-1), lambda x: _softmax(x, -1), unary([(0, 4)]), FLOATS,
+           (0,)),
+)
+
+# -- larger tensors (several blocks / tiles on a kernel backend) ---------------------------
+LARGE = (300, 37)
+add(
+    OpSpec("large.sum[all]", lambda x: x.sum(), np.sum, unary([LARGE]), NUMERIC, (), int64_out,
+           mag=linear_mag(np.sum)),
+    OpSpec("large.sum[dim=0]", lambda x: x.sum(dim=0), lambda x: np.sum(x, axis=0), unary([LARGE]), NUMERIC,
+           (), int64_out, mag=linear_mag(lambda x: np.sum(x, axis=0))),
+    OpSpec("large.mean[dim=1]", lambda x: x.mean(dim=1), lambda x: np.mean(x, axis=1), unary([LARGE]), FLOATS,
+           mag=linear_mag(lambda x: np.mean(x, axis=1))),
+    OpSpec("large.var[dim=0]", lambda x: x.var(dim=0), lambda x: np.var(x, axis=0, ddof=1), unary([LARGE]),
+           FLOATS, tol=3, mag=input_mag(2)),
+    OpSpec("large.amax[dim=0]", lambda x: x.amax(dim=0), lambda x: np.max(x, axis=0), unary([LARGE]),
+           NUMERIC, tol=0),
+    OpSpec("large.argmax[all]", lambda x: x.argmax(), np.argmax, unary([LARGE], distinct=True),
+           ("float32", "float64", "int32", "int64"), (), lambda d: "int64"),
+    OpSpec("large.argmin[dim=0]", lambda x: x.argmin(dim=0), lambda x: np.argmin(x, axis=0),
+           unary([LARGE], distinct=True), ("float32", "float64", "int64"), (), lambda d: "int64"),
+    OpSpec("large.cumsum[dim=0]", lambda x: x.cumsum(0), lambda x: np.cumsum(x, axis=0), unary([LARGE]),
+           NUMERIC, (), int64_out, mag=linear_mag(lambda x: np.cumsum(x, axis=0))),
+    OpSpec("large.softmax[dim=0]", lambda x: x.softmax(0), lambda x: _softmax(x, 0), unary([LARGE]), FLOATS,
+           tol=3),
+    OpSpec("large.logsumexp[dim=1]", lambda x: x.logsumexp(1), lambda x: _logsumexp(x, 1, False),
+           unary([LARGE]), FLOATS, tol=3, mag=input_mag(1)),
+    OpSpec("large.matmul", lambda a, b: a @ b, np.matmul,
+           binary([((67, 130), (130, 45)), ((3, 33, 65), (65, 17)), ((129,), (129, 70))], _MM_INTS, _MM_INTS),
+           FLOATS + ("int32",), (), mag=linear_mag(np.matmul)),
+    OpSpec("large.add.broadcast", lambda a, b: a * b + a, lambda a, b: a * b + a,
+           binary([((300, 37), (37,)), ((1, 300, 1), (5, 1, 37))]), NUMERIC, ()),
+    OpSpec("large.transpose.contiguous", lambda x: x.T.contiguous() + 0, lambda x: x.T + 0, unary([LARGE]),
+           NUMERIC, ()),
+    OpSpec("large.getitem[::-3]", lambda x: x[::-3, 1::2], lambda x: x[::-3, 1::2], unary([LARGE]), ALL),
+)
+
 SPEC_BY_NAME: dict[str, OpSpec] = {}
 for _s in SPECS:
     assert _s.name not in SPEC_BY_NAME, f"duplicate spec name {_s.name}"

@@ -27,6 +27,13 @@ def test_grad_accumulates_across_backward_calls(autodiff_device: ember.Device) -
     assert x.grad.tolist() == [1.0, 1.0, 1.0]
 
 
+def test_assigned_grad_accumulates(autodiff_device: ember.Device) -> None:
+    x = leaf([1.0, 2.0], autodiff_device)
+    x.grad = ember.tensor([10.0, 20.0], dtype=ember.float64, device=autodiff_device)
+    (x * x).sum().backward()
+    assert x.grad.tolist() == [12.0, 24.0]
+
+
 def test_grad_dtype_device_and_shape(autodiff_device: ember.Device) -> None:
     for dtype in (ember.float32, ember.float64, ember.float16, ember.bfloat16):
         x = ember.ones((2, 3), dtype=dtype, device=autodiff_device, requires_grad=True)
@@ -198,3 +205,23 @@ def test_training_loop_converges(autodiff_device: ember.Device, rng: np.random.G
         with ember.no_grad():
             w.sub_(lr * w.grad)
     np.testing.assert_allclose(read(w), np.linalg.lstsq(a, b, rcond=None)[0], rtol=1e-4, atol=1e-6)
+
+
+def test_balanced_checkpointing_retains_fewer_bytes(autodiff_none_device: ember.Device,
+                                                    rng: np.random.Generator) -> None:
+    """Balanced recomputes elementwise results in backward instead of keeping them: the same
+    gradients from a smaller retained graph."""
+    x0 = rng.standard_normal((64, 64))
+    grads, retained = [], []
+    for dev in (autodiff_none_device, autodiff_none_device.inner().autodiff(checkpointing="balanced")):
+        x = ember.tensor(x0, device=dev, requires_grad=True)
+        y = x
+        for _ in range(6):
+            y = (y.sigmoid() * 2.0 - 0.5).tanh() * y.exp().clamp(max=3.0)
+        loss = y.sum()
+        retained.append(loss.retained_bytes())
+        loss.backward()
+        grads.append(read(x.grad))
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12, atol=1e-14)
+    assert retained[0] > 0, "no retained bytes reported for checkpointing='none'"
+    assert retained[1] < retained[0], f"balanced retains {retained[1]} bytes, none {retained[0]}"

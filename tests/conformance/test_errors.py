@@ -64,6 +64,7 @@ SHAPE_ERRORS: list[tuple[str, Callable[[ember.Device], Any], list[tuple[int, ...
     ("setitem", lambda d: _setitem(t((4, 5), d), 1, t((3,), d)), [(5,), (3,)]),
     ("gather.rank", lambda d: t((3, 4), d).gather(1, idx([0, 1], d)), []),
     ("split.sections", lambda d: t((3, 5), d).split([2, 2], dim=1), []),
+    ("tensor.ragged", lambda d: ember.tensor([[1.0, 2.0], [3.0]], device=d), []),
 ]
 
 
@@ -124,6 +125,8 @@ DTYPE_ERRORS: list[tuple[str, Callable[[ember.Device], Any]]] = [
     ("masked_fill float mask", lambda d: t((3, 4), d).masked_fill(t((3, 4), d), 0.0)),
     ("where float condition", lambda d: ember.where(t((3,), d), t((3,), d), t((3,), d))),
     ("getitem float index", lambda d: t((3, 4), d)[t((2,), d)]),
+    ("bool - bool", lambda d: t((3,), d, ember.bool) - t((3,), d, ember.bool)),
+    ("-bool", lambda d: -t((3,), d, ember.bool)),
     ("from_numpy complex", lambda d: ember.from_numpy(np.zeros(3, np.complex64))),
     ("tensor complex", lambda d: ember.tensor(np.zeros(3, np.complex128), device=d)),
 ]

@@ -155,6 +155,28 @@ def test_max_returns_namedtuple(device: ember.Device) -> None:
     assert isinstance(whole, ember.Tensor) and whole.shape == () and whole.item() == 7.0
 
 
+# Half-precision results accumulate in float32 (as PyTorch and the GPU kernels do): summing
+# 4096 ones in float16 stalls at 2048 if the accumulator is float16, at 256 in bfloat16.
+ACCUMULATION: list[tuple[str, Callable[[Any], Any], float]] = [
+    ("sum", lambda x: x.sum(), 4096.0),
+    ("sum.dim", lambda x: x.reshape(1, 4096).sum(dim=1)[0], 4096.0),
+    ("mean", lambda x: (x * 3).mean(), 3.0),
+    ("cumsum", lambda x: x.cumsum(0)[-1], 4096.0),
+    ("matmul", lambda x: x.reshape(1, 4096) @ x.reshape(4096, 1), 4096.0),
+    ("dot", lambda x: x @ x, 4096.0),
+    ("logsumexp", lambda x: (x * 0).logsumexp(0), float(np.log(4096.0))),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("op,expected", [c[1:] for c in ACCUMULATION], ids=[c[0] for c in ACCUMULATION])
+def test_half_precision_accumulates_in_float32(op: Callable[[Any], Any], expected: float, dtype: str,
+                                               device: ember.Device) -> None:
+    r = op(ember.ones(4096, dtype=getattr(ember, dtype), device=device))
+    assert name_of(r.dtype) == dtype
+    assert abs(float(r.item()) - expected) <= 2e-2 * abs(expected), f"got {r.item()}, expected {expected}"
+
+
 def test_issue_example(device: ember.Device) -> None:
     """The example of the foundation issue, on every device (gradients where there are)."""
     a = ember.tensor([[1.0, 2.0], [3.0, 4.0]], device=device, requires_grad=device.is_autodiff)

@@ -283,8 +283,19 @@ GRID_CASES = (
 )
 
 
+def _value(o: Operand) -> float:
+    """The value ``make`` fills an operand with (1 for bool, 2 otherwise; scalars as they are)."""
+    if not isinstance(o, str):
+        return float(o)
+    return 1.0 if o.endswith(":bool") else 2.0
+
+
 @pytest.mark.parametrize("lhs,rhs,expected", GRID_CASES)
 def test_promotion_grid(lhs: Operand, rhs: Operand, expected: str, device: ember.Device) -> None:
     a, b = make(lhs, device), make(rhs, device)
-    for name, r in (("a + b", a + b), ("b + a", b + a), ("a * b", a * b)):
+    x, y = _value(lhs), _value(rhs)
+    as_bool = expected == "bool"  # bool + bool is logical or, bool * bool logical and
+    for name, r, v in (("a + b", a + b, x + y), ("b + a", b + a, x + y), ("a * b", a * b, x * y)):
         assert name_of(r.dtype) == expected, f"{name}, a={lhs}, b={rhs}: got {r.dtype}, expected {expected}"
+        want = float(bool(v)) if as_bool else v
+        assert np.all(np.asarray(r.numpy(), dtype=np.float64) == want), f"{name}, a={lhs}, b={rhs}: {r}"

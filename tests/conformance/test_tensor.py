@@ -239,3 +239,35 @@ def test_tensor_copies_its_data(device: ember.Device) -> None:
     t = ember.tensor(src, device=device)
     src[0] = 99.0
     assert t.tolist() == [1.0, 2.0]
+
+
+# --------------------------------------------------------------------------- integer-like args
+# numpy integers (e.g. from array shapes or np.argmax) work wherever a Python int does (PyTorch).
+I = np.int64
+NUMPY_INT_ARGS: list[tuple[str, Callable[[Any], Any], tuple[int, ...]]] = [
+    ("reshape", lambda t: t.reshape(I(3), 2), (3, 2)),
+    ("permute", lambda t: t.permute(I(1), I(0)), (3, 2)),
+    ("permute.1d", lambda t: t[0].permute(I(0)), (3,)),
+    ("transpose", lambda t: t.transpose(I(0), I(1)), (3, 2)),
+    ("sum.dim", lambda t: t.sum(dim=I(1)), (2,)),
+    ("mean.dim", lambda t: t.mean(I(0)), (3,)),
+    ("softmax.dim", lambda t: t.softmax(I(1)), (2, 3)),
+    ("unsqueeze", lambda t: t.unsqueeze(I(0)), (1, 2, 3)),
+    ("getitem", lambda t: t[I(1)], (3,)),
+    ("getitem.slice", lambda t: t[:, I(1):I(3)], (2, 2)),
+    ("zeros", lambda t: ember.zeros(I(2), I(3), device=t.device), (2, 3)),
+    ("ones.tuple", lambda t: ember.ones((I(4),), device=t.device), (4,)),
+    ("ones.single", lambda t: ember.ones(I(4), device=t.device), (4,)),
+    ("arange", lambda t: ember.arange(I(5), device=t.device), (5,)),
+    ("expand", lambda t: t[:1].expand(I(4), 3), (4, 3)),
+    ("repeat", lambda t: t.repeat(I(2), 1), (4, 3)),
+    ("split", lambda t: t.split(I(2), dim=1)[0], (2, 2)),
+]
+
+
+@pytest.mark.parametrize("call,shape", [c[1:] for c in NUMPY_INT_ARGS], ids=[c[0] for c in NUMPY_INT_ARGS])
+def test_numpy_integer_arguments(call: Callable[[Any], Any], shape: tuple[int, ...],
+                                 device: ember.Device) -> None:
+    t = ember.arange(6, dtype=ember.float32, device=device).reshape(2, 3)
+    r = call(t)
+    assert r.shape == shape and all(type(n) is int for n in r.shape)

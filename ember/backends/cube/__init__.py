@@ -19,8 +19,11 @@ __all__ = ["build_backend", "CubeBackend", "CubeTensor"]
 def build_backend(spec: tuple[Any, ...], device: Device) -> CubeBackend:
     _, runtime, args, _fusion = spec  # fusion joins in a later issue
     if runtime != "cpu":
-        raise unavailable(device, f"the {runtime!r} runtime is not part of this build yet; Device.cpu() "
-                                  "runs cube kernels on this machine's cores")
+        raise unavailable(
+            device,
+            f"the {runtime!r} runtime is not part of this build yet; Device.cpu() "
+            "runs cube kernels on this machine's cores",
+        )
     from ...cube.runtime.client import get_client
     from ...cube.runtime.cpu import ToolchainError
 

@@ -73,7 +73,9 @@ class CubeBackend(Backend):
 
     def _into_data(self, p: CubeTensor) -> np.ndarray:
         size = p.dtype.itemsize
-        out = self.client.read(p.buffer, p.dtype.np, p.shape, tuple(s * size for s in p.strides), p.offset * size)
+        out = self.client.read(
+            p.buffer, p.dtype.np, p.shape, tuple(s * size for s in p.strides), p.offset * size
+        )
         out.flags.writeable = False
         return out
 
@@ -81,13 +83,17 @@ class CubeBackend(Backend):
         out = self._empty(shape, dtype)
         n = math.prod(shape)
         if n:
-            v = bool(value) if dtype is dt.bool_ else (
-                float(value) if dtype.is_floating_point else int(value))
+            v = (
+                bool(value)
+                if dtype is dt.bool_
+                else (float(value) if dtype.is_floating_point else int(value))
+            )
             self._launch_lines(kernels.fill, n, out, extra=(v,))
         return out
 
-    def random(self, dist: str, shape: tuple[int, ...], dtype: dt.DType, seed: int, offset: int,
-               a: float, b: float) -> CubeTensor:
+    def random(
+        self, dist: str, shape: tuple[int, ...], dtype: dt.DType, seed: int, offset: int, a: float, b: float
+    ) -> CubeTensor:
         # the counter-based Philox kernel in the kernel language is the next issue; the values
         # are computed by the shared numpy implementation (the same stream as every backend)
         from ...random import philox_values

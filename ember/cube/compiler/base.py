@@ -58,9 +58,21 @@ class CompiledSource:
 
 
 # The compute suffix of an element: half types compute in f32, small ints in 32 bits.
-_SUFFIX = {"f16": "f32", "bf16": "f32", "f32": "f32", "f64": "f64", "i8": "i32", "i16": "i32",
-           "i32": "i32", "i64": "i64", "u8": "u32", "u16": "u32", "u32": "u32", "u64": "u64",
-           "bool_": "u32"}
+_SUFFIX = {
+    "f16": "f32",
+    "bf16": "f32",
+    "f32": "f32",
+    "f64": "f64",
+    "i8": "i32",
+    "i16": "i32",
+    "i32": "i32",
+    "i64": "i64",
+    "u8": "u32",
+    "u16": "u32",
+    "u32": "u32",
+    "u64": "u64",
+    "bool_": "u32",
+}
 
 
 def template(table: dict[str, Any], op: str, elem: Elem) -> str | None:
@@ -76,6 +88,13 @@ class CStyleCompiler:
 
     language = "c"
     capabilities = Capabilities()
+    #: bounds-checked memory access: out-of-range reads give 0, writes and atomics are dropped
+    checked = False
+
+    @property
+    def target_name(self) -> str:
+        """Language plus options: part of every KernelId compiled by this compiler."""
+        return self.language + ("+checked" if self.checked else "")
 
     #: register (compute) type of each element
     SCALAR_TYPES: dict[str, str] = {}
@@ -150,8 +169,9 @@ class CStyleCompiler:
         return self.BUILTINS[name].format(NU=x * y * z, DX=x, DY=y, DXY=x * y, P=k.plane_size)
 
     # ---------------------------------------------------------------- info layout
-    def info_layout(self, k: ir.KernelIr) -> tuple[list[InfoSlot], dict[tuple[str, int, int], int],
-                                                   dict[tuple[str, int], int]]:
+    def info_layout(
+        self, k: ir.KernelIr
+    ) -> tuple[list[InfoSlot], dict[tuple[str, int, int], int], dict[tuple[str, int], int]]:
         """Slots for scalars then the metadata the body reads.
 
         Returns the slots, a map (kind, param, dim) -> slot index, and for arrays whose
@@ -178,6 +198,8 @@ class CStyleCompiler:
                     need[key] = None  # every dim, in order
         for p in k.arrays:
             param = p.var.param
+            if self.checked:
+                need.setdefault(("len", param), set()).add(0)
             for kind in ("len", "shape", "stride"):
                 dims = need.get((kind, param), set())
                 if dims is None:

@@ -16,7 +16,7 @@ barrier gives. Control flow that contains a barrier runs at cube level with per-
 activity masks (as SIMT hardware does): an ``if`` computes a mask per branch, a loop keeps a
 mask of units still iterating; ``break``/``continue``/``return`` clear a unit's bits. Values
 that live in more than one region (and every operand and result of a plane op) become
-per-unit arrays ``name_u[u]``; everything else stays a scalar the C compiler keeps in
+per-unit arrays ``name_pu[u]``; everything else stays a scalar the C compiler keeps in
 registers. Plane ops run at cube level over each plane's active units (plane size 32).
 
 Lines are GCC vector types (``float __attribute__((vector_size(16)))``): arithmetic on them is
@@ -30,19 +30,38 @@ from collections import defaultdict
 from typing import Any
 
 from .. import ir
-from ..ir import ARRAY, LOCAL, LOCAL_ARRAY, SCALAR, SHARED, SSA, Const, Type, Var
+from ..ir import ARRAY, LOCAL, LOCAL_ARRAY, SCALAR, SSA, Const, Type, Var
 from ..types import BOOL, Elem, bf16, f16
 from .base import Capabilities, CompiledSource, CStyleCompiler, Lines
 from .c_prelude import PRELUDE
 
 __all__ = ["CCompiler"]
 
-_INT_TYPES = {"i8": "int8_t", "i16": "int16_t", "i32": "int32_t", "i64": "int64_t", "u8": "uint8_t",
-              "u16": "uint16_t", "u32": "uint32_t", "u64": "uint64_t"}
+_INT_TYPES = {
+    "i8": "int8_t",
+    "i16": "int16_t",
+    "i32": "int32_t",
+    "i64": "int64_t",
+    "u8": "uint8_t",
+    "u16": "uint16_t",
+    "u32": "uint32_t",
+    "u64": "uint64_t",
+}
 # name of the vector family of each register/storage scalar type
-_VEC = {"float": "f32", "double": "f64", "_Float16": "f16", "int8_t": "i8", "int16_t": "i16",
-        "int32_t": "i32", "int64_t": "i64", "uint8_t": "u8", "uint16_t": "u16", "uint32_t": "u32",
-        "uint64_t": "u64", "bool": "u8"}
+_VEC = {
+    "float": "f32",
+    "double": "f64",
+    "_Float16": "f16",
+    "int8_t": "i8",
+    "int16_t": "i16",
+    "int32_t": "i32",
+    "int64_t": "i64",
+    "uint8_t": "u8",
+    "uint16_t": "u16",
+    "uint32_t": "u32",
+    "uint64_t": "u64",
+    "bool": "u8",
+}
 _VEC_ELEM = {v: k for k, v in _VEC.items() if k != "bool"}
 
 #: ops whose C operator also works on GCC vectors (mixed with a scalar operand too)
@@ -57,61 +76,135 @@ class CCompiler(CStyleCompiler):
     language = "c"
     capabilities = Capabilities(line_widths=(1, 2, 4, 8, 16), plane_size=32, max_shared_bytes=1 << 20)
 
-    SCALAR_TYPES = {"f16": "float", "bf16": "float", "f32": "float", "f64": "double", "bool_": "bool",
-                    **_INT_TYPES}
-    STORAGE_TYPES = {"f16": "_Float16", "bf16": "uint16_t", "f32": "float", "f64": "double",
-                     "bool_": "uint8_t", **_INT_TYPES}
+    SCALAR_TYPES = {
+        "f16": "float",
+        "bf16": "float",
+        "f32": "float",
+        "f64": "double",
+        "bool_": "bool",
+        **_INT_TYPES,
+    }
+    STORAGE_TYPES = {
+        "f16": "_Float16",
+        "bf16": "uint16_t",
+        "f32": "float",
+        "f64": "double",
+        "bool_": "uint8_t",
+        **_INT_TYPES,
+    }
 
     BINARY = {
-        "add": "{a} + {b}", "sub": "{a} - {b}", "mul": "{a} * {b}", "div": "{a} / {b}",
+        "add": "{a} + {b}",
+        "sub": "{a} - {b}",
+        "mul": "{a} * {b}",
+        "div": "{a} / {b}",
         "floordiv": {"float": "em_floordiv_{s}({a}, {b})", "*": "({t})em_floordiv_{s}({a}, {b})"},
         "mod": {"float": "em_mod_{s}({a}, {b})", "*": "({t})em_mod_{s}({a}, {b})"},
-        "pow": "pow({a}, {b})", "atan2": "atan2({a}, {b})", "copysign": "copysign({a}, {b})",
+        "pow": "pow({a}, {b})",
+        "atan2": "atan2({a}, {b})",
+        "copysign": "copysign({a}, {b})",
         "min": {"float": "em_min_{s}({a}, {b})", "*": "({a} < {b} ? {a} : {b})"},
         "max": {"float": "em_max_{s}({a}, {b})", "*": "({a} > {b} ? {a} : {b})"},
-        "and": {"bool": "{a} && {b}", "*": "{a} & {b}"}, "or": {"bool": "{a} || {b}", "*": "{a} | {b}"},
-        "xor": {"bool": "{a} != {b}", "*": "{a} ^ {b}"}, "shl": "{a} << {b}", "shr": "{a} >> {b}",
-        "land": "{a} && {b}", "lor": "{a} || {b}",
-        "lt": "{a} < {b}", "le": "{a} <= {b}", "gt": "{a} > {b}", "ge": "{a} >= {b}",
-        "eq": "{a} == {b}", "ne": "{a} != {b}",
+        "and": {"bool": "{a} && {b}", "*": "{a} & {b}"},
+        "or": {"bool": "{a} || {b}", "*": "{a} | {b}"},
+        "xor": {"bool": "{a} != {b}", "*": "{a} ^ {b}"},
+        "shl": "{a} << {b}",
+        "shr": "{a} >> {b}",
+        "land": "{a} && {b}",
+        "lor": "{a} || {b}",
+        "lt": "{a} < {b}",
+        "le": "{a} <= {b}",
+        "gt": "{a} > {b}",
+        "ge": "{a} >= {b}",
+        "eq": "{a} == {b}",
+        "ne": "{a} != {b}",
     }
     UNARY = {
-        "copy": "{a}", "neg": "-{a}", "not": "~{a}", "lnot": "!{a}",
+        "copy": "{a}",
+        "neg": "-{a}",
+        "not": "~{a}",
+        "lnot": "!{a}",
         "abs": {"float": "fabs({a})", "int": "({a} < 0 ? -{a} : {a})", "uint": "{a}"},
-        "sign": {"float": "em_sign_{s}({a})", "int": "({t})(({a} > 0) - ({a} < 0))", "uint": "({t})({a} > 0)"},
-        "exp": "exp({a})", "exp2": "exp2({a})", "log": "log({a})", "log2": "log2({a})",
-        "log10": "log10({a})", "log1p": "log1p({a})", "expm1": "expm1({a})", "sqrt": "sqrt({a})",
-        "rsqrt": "({t})1 / sqrt({a})", "sin": "sin({a})", "cos": "cos({a})", "tan": "tan({a})",
-        "tanh": "tanh({a})", "sinh": "sinh({a})", "cosh": "cosh({a})", "asin": "asin({a})",
-        "acos": "acos({a})", "atan": "atan({a})", "erf": "erf({a})", "floor": "floor({a})",
-        "ceil": "ceil({a})", "round": "rint({a})", "trunc": "trunc({a})",
-        "sigmoid": "({t})1 / (({t})1 + exp(-{a}))", "recip": "({t})1 / {a}",
-        "isnan": "isnan({a})", "isinf": "isinf({a})", "isfinite": "isfinite({a})",
+        "sign": {
+            "float": "em_sign_{s}({a})",
+            "int": "({t})(({a} > 0) - ({a} < 0))",
+            "uint": "({t})({a} > 0)",
+        },
+        "exp": "exp({a})",
+        "exp2": "exp2({a})",
+        "log": "log({a})",
+        "log2": "log2({a})",
+        "log10": "log10({a})",
+        "log1p": "log1p({a})",
+        "expm1": "expm1({a})",
+        "sqrt": "sqrt({a})",
+        "rsqrt": "({t})1 / sqrt({a})",
+        "sin": "sin({a})",
+        "cos": "cos({a})",
+        "tan": "tan({a})",
+        "tanh": "tanh({a})",
+        "sinh": "sinh({a})",
+        "cosh": "cosh({a})",
+        "asin": "asin({a})",
+        "acos": "acos({a})",
+        "atan": "atan({a})",
+        "erf": "erf({a})",
+        "floor": "floor({a})",
+        "ceil": "ceil({a})",
+        "round": "rint({a})",
+        "trunc": "trunc({a})",
+        "sigmoid": "({t})1 / (({t})1 + exp(-{a}))",
+        "recip": "({t})1 / {a}",
+        "isnan": "isnan({a})",
+        "isinf": "isinf({a})",
+        "isfinite": "isfinite({a})",
     }
     TERNARY = {"fma": "fma({a}, {b}, {c})", "select": "{a} ? {b} : {c}"}
     ATOMIC = {
-        "atomic_add": {"float": "EM_ATOMIC_RMW({st}, {p}, {v}, EM_ADD)",
-                       "*": "__atomic_fetch_add({p}, {v}, __ATOMIC_RELAXED)"},
-        "atomic_sub": {"float": "EM_ATOMIC_RMW({st}, {p}, {v}, EM_SUB)",
-                       "*": "__atomic_fetch_sub({p}, {v}, __ATOMIC_RELAXED)"},
-        "atomic_max": {"float": "EM_ATOMIC_RMW({st}, {p}, {v}, em_max_{s})",
-                       "*": "EM_ATOMIC_RMW({st}, {p}, {v}, EM_MAX)"},
-        "atomic_min": {"float": "EM_ATOMIC_RMW({st}, {p}, {v}, em_min_{s})",
-                       "*": "EM_ATOMIC_RMW({st}, {p}, {v}, EM_MIN)"},
-        "atomic_exchange": {"float": "EM_ATOMIC_RMW({st}, {p}, {v}, EM_SECOND)",
-                            "*": "__atomic_exchange_n({p}, {v}, __ATOMIC_RELAXED)"},
+        "atomic_add": {
+            "float": "EM_ATOMIC_RMW({st}, {p}, {v}, EM_ADD)",
+            "*": "__atomic_fetch_add({p}, {v}, __ATOMIC_RELAXED)",
+        },
+        "atomic_sub": {
+            "float": "EM_ATOMIC_RMW({st}, {p}, {v}, EM_SUB)",
+            "*": "__atomic_fetch_sub({p}, {v}, __ATOMIC_RELAXED)",
+        },
+        "atomic_max": {
+            "float": "EM_ATOMIC_RMW({st}, {p}, {v}, em_max_{s})",
+            "*": "EM_ATOMIC_RMW({st}, {p}, {v}, EM_MAX)",
+        },
+        "atomic_min": {
+            "float": "EM_ATOMIC_RMW({st}, {p}, {v}, em_min_{s})",
+            "*": "EM_ATOMIC_RMW({st}, {p}, {v}, EM_MIN)",
+        },
+        "atomic_exchange": {
+            "float": "EM_ATOMIC_RMW({st}, {p}, {v}, EM_SECOND)",
+            "*": "__atomic_exchange_n({p}, {v}, __ATOMIC_RELAXED)",
+        },
     }
     BUILTINS = {
         "ABSOLUTE_POS": "(cube_pos * {NU}u + u)",
         "ABSOLUTE_POS_X": "(cpx * {DX}u + u % {DX}u)",
         "ABSOLUTE_POS_Y": "(cpy * {DY}u + u / {DX}u % {DY}u)",
         "ABSOLUTE_POS_Z": "(cpz * {DZ}u + u / {DXY}u)",
-        "UNIT_POS": "u", "UNIT_POS_X": "(u % {DX}u)", "UNIT_POS_Y": "(u / {DX}u % {DY}u)",
+        "UNIT_POS": "u",
+        "UNIT_POS_X": "(u % {DX}u)",
+        "UNIT_POS_Y": "(u / {DX}u % {DY}u)",
         "UNIT_POS_Z": "(u / {DXY}u)",
-        "CUBE_POS": "cube_pos", "CUBE_POS_X": "cpx", "CUBE_POS_Y": "cpy", "CUBE_POS_Z": "cpz",
-        "CUBE_COUNT": "cube_count", "CUBE_COUNT_X": "cx", "CUBE_COUNT_Y": "cy", "CUBE_COUNT_Z": "cz",
-        "UNIT_POS_PLANE": "(u % {P}u)", "PLANE_POS": "(u / {P}u)",
+        "CUBE_POS": "cube_pos",
+        "CUBE_POS_X": "cpx",
+        "CUBE_POS_Y": "cpy",
+        "CUBE_POS_Z": "cpz",
+        "CUBE_COUNT": "cube_count",
+        "CUBE_COUNT_X": "cx",
+        "CUBE_COUNT_Y": "cy",
+        "CUBE_COUNT_Z": "cz",
+        "UNIT_POS_PLANE": "(u % {P}u)",
+        "PLANE_POS": "(u / {P}u)",
     }
+
+    def __init__(self, checked: bool = False) -> None:
+        self.checked = checked
 
     def builtin_expr(self, name: str, k: ir.KernelIr) -> str:
         x, y, z = k.cube_dim
@@ -161,11 +254,18 @@ class CCompiler(CStyleCompiler):
         final = _Emitter(self, k, where, dynamic, phased, has_ret, cross, regions)
         body = final.run()
         src = self._assemble(k, slots, phased, has_ret, final, body)
-        return CompiledSource(k.entry, src, self.language, slots, [p.var.param for p in k.arrays],
-                              {"phased": phased, "per_unit": sorted(self.name(v) for v in cross)})
+        return CompiledSource(
+            k.entry,
+            src,
+            self.language,
+            slots,
+            [p.var.param for p in k.arrays],
+            {"phased": phased, "per_unit": sorted(self.name(v) for v in cross)},
+        )
 
-    def _assemble(self, k: ir.KernelIr, slots: list[Any], phased: bool, has_ret: bool,
-                  em: _Emitter, body: Lines) -> str:
+    def _assemble(
+        self, k: ir.KernelIr, slots: list[Any], phased: bool, has_ret: bool, em: _Emitter, body: Lines
+    ) -> str:
         out = Lines()
         out(f"/* ember cube kernel {k.name} -> {k.entry} */")
         out.out.append(PRELUDE.strip("\n"))
@@ -176,11 +276,14 @@ class CCompiler(CStyleCompiler):
             size = w * _size(ct)
             out(f"typedef {ct} {vt} __attribute__((vector_size({size}), aligned({_size(ct)}), may_alias));")
         out("")
-        out.open(f"void {k.entry}(void **buffers, const uint64_t *info, uint32_t cx, uint32_t cy, uint32_t cz) {{")
+        out.open(
+            f"void {k.entry}(void **buffers, const uint64_t *info, uint32_t cx, uint32_t cy, uint32_t cz) {{"
+        )
         out("(void)info;")
         written = {id(ins.array) for ins in ir.walk(k.body) if isinstance(ins, ir.Store)}
-        written |= {id(ins.args[0]) for ins in ir.walk(k.body)
-                    if isinstance(ins, ir.Op) and ins.op in ir.ATOMIC_OPS}
+        written |= {
+            id(ins.args[0]) for ins in ir.walk(k.body) if isinstance(ins, ir.Op) and ins.op in ir.ATOMIC_OPS
+        }
         aliased = {p.buffer for p in k.arrays if p.alias_of is not None}
         aliased |= {p.alias_of for p in k.arrays if p.alias_of is not None}
         for p in k.arrays:
@@ -202,20 +305,26 @@ class CCompiler(CStyleCompiler):
         out("const uint64_t n_cubes = (uint64_t)cx * cy * cz;")
         out("const uint32_t cube_count = (uint32_t)n_cubes;")
         out("(void)cube_count;")
+        # static: each thread streams one contiguous range of cubes (measured better than dynamic
+        # chunks for memory-bound kernels, even with the cores shared)
         out(f"#pragma omp parallel for schedule(static) if (n_cubes > 1 && n_cubes * {nu}u >= {threshold}u)")
         out.open("for (uint64_t cube = 0; cube < n_cubes; ++cube) {")
         out("const uint32_t cube_pos = (uint32_t)cube;")
-        out("const uint32_t cpx = (uint32_t)(cube % cx), cpy = (uint32_t)(cube / cx % cy), "
-            "cpz = (uint32_t)(cube / ((uint64_t)cx * cy));")
+        out(
+            "const uint32_t cpx = (uint32_t)(cube % cx), cpy = (uint32_t)(cube / cx % cy), "
+            "cpz = (uint32_t)(cube / ((uint64_t)cx * cy));"
+        )
         out("(void)cube_pos; (void)cpx; (void)cpy; (void)cpz;")
         for sm in k.shared:
-            out(f"{self.storage_type(sm.type.elem)} {self.name(sm)}[{sm.size * sm.type.width}] "
-                "__attribute__((aligned(64)));")
+            out(
+                f"{self.storage_type(sm.type.elem)} {self.name(sm)}[{sm.size * sm.type.width}] "
+                "__attribute__((aligned(64)));"
+            )
         for v in sorted(em.cross_set, key=lambda v: v.id):
             if v.kind == LOCAL_ARRAY:
-                out(f"{self.storage_type(v.type.elem)} {self.name(v)}_u[{nu}][{v.size * v.type.width}];")
+                out(f"{self.storage_type(v.type.elem)} {self.name(v)}_pu[{nu}][{v.size * v.type.width}];")
             else:
-                out(f"{self.reg_type(v.type)} {self.name(v)}_u[{nu}];")
+                out(f"{self.reg_type(v.type)} {self.name(v)}_pu[{nu}];")
         for m in em.masks:
             out(f"uint8_t {m}[{nu}];")
         if has_ret:
@@ -235,17 +344,37 @@ class CCompiler(CStyleCompiler):
 
 
 def _size(ctype: str) -> int:
-    return {"float": 4, "double": 8, "_Float16": 2, "int8_t": 1, "int16_t": 2, "int32_t": 4, "int64_t": 8,
-            "uint8_t": 1, "uint16_t": 2, "uint32_t": 4, "uint64_t": 8, "bool": 1}[ctype]
+    return {
+        "float": 4,
+        "double": 8,
+        "_Float16": 2,
+        "int8_t": 1,
+        "int16_t": 2,
+        "int32_t": 4,
+        "int64_t": 8,
+        "uint8_t": 1,
+        "uint16_t": 2,
+        "uint32_t": 4,
+        "uint64_t": 8,
+        "bool": 1,
+    }[ctype]
 
 
 class _Emitter:
     """One rendering pass over the body. The first pass records in which regions each value
     is used; the second knows which values are per-unit arrays and renders for real."""
 
-    def __init__(self, c: CCompiler, k: ir.KernelIr, where: dict[tuple[str, int, int], int],
-                 dynamic: dict[tuple[str, int], int], phased: bool, has_ret: bool,
-                 cross: set[Var] | None, regions: dict[int, list[Var]]) -> None:
+    def __init__(
+        self,
+        c: CCompiler,
+        k: ir.KernelIr,
+        where: dict[tuple[str, int, int], int],
+        dynamic: dict[tuple[str, int], int],
+        phased: bool,
+        has_ret: bool,
+        cross: set[Var] | None,
+        regions: dict[int, list[Var]],
+    ) -> None:
         self.c = c
         self.k = k
         self.where = where
@@ -296,7 +425,7 @@ class _Emitter:
     def ref(self, v: Var) -> str:
         self.note(v)
         name = self.c.name(v)
-        return f"{name}_u[u]" if v in self.cross_set else name
+        return f"{name}_pu[u]" if v in self.cross_set else name
 
     def ref_at(self, v: Any, idx: str) -> str:
         """``v`` as seen by unit ``idx`` (cube-level plane code)."""
@@ -304,7 +433,7 @@ class _Emitter:
             return self.val(v)
         self.note(v)
         self.forced.add(v)
-        return f"{self.c.name(v)}_u[{idx}]"
+        return f"{self.c.name(v)}_pu[{idx}]"
 
     def val(self, a: Any, t: Type | None = None) -> str:
         if isinstance(a, Const):
@@ -329,7 +458,8 @@ class _Emitter:
         return self.c.scalar_type(t.elem) if t.width == 1 else self.vt(t)
 
     def broadcast(self, t: Type, scalar: str) -> str:
-        return f"(({self.vt(t)}){{0}} + ({self.c.scalar_type(t.elem) if t.elem.kind != BOOL else 'uint8_t'})({scalar}))"
+        elem = self.c.scalar_type(t.elem) if t.elem.kind != BOOL else "uint8_t"
+        return f"(({self.vt(t)}){{0}} + ({elem})({scalar}))"
 
     def define(self, v: Var, expr: str) -> None:
         if v in self.cross_set:
@@ -485,8 +615,14 @@ class _Emitter:
             self.open_units(rid, "p0_", "p1_")
             self.out(f"if (!({act})) continue;")
             self.out(f"if (!have_) {{ acc_ = {self.ref_at(args[0], 'u')}; have_ = 1; }}")
-            comb = {"plane_sum": "add", "plane_prod": "mul", "plane_max": "max", "plane_min": "min",
-                    "plane_all": "land", "plane_any": "lor"}[op]
+            comb = {
+                "plane_sum": "add",
+                "plane_prod": "mul",
+                "plane_max": "max",
+                "plane_min": "min",
+                "plane_all": "land",
+                "plane_any": "lor",
+            }[op]
             self.out("else {")
             self.combine(comb, t, "acc_", "acc_", self.ref_at(args[0], "u"))
             self.out("}")
@@ -516,8 +652,11 @@ class _Emitter:
             self.open_units(rid, "p0_", "p1_")
             self.out(f"if (!({act})) continue;")
             lane = self.ref_at(args[1], "u")
-            src = {"plane_broadcast": f"p0_ + ({lane})", "plane_shuffle": f"p0_ + ({lane})",
-                   "plane_shuffle_xor": f"p0_ + ((u - p0_) ^ ({lane}))"}[op]
+            src = {
+                "plane_broadcast": f"p0_ + ({lane})",
+                "plane_shuffle": f"p0_ + ({lane})",
+                "plane_shuffle_xor": f"p0_ + ((u - p0_) ^ ({lane}))",
+            }[op]
             self.out(f"uint32_t src_ = {src}; if (src_ >= p1_) src_ = u;")
             self.out(f"{dst} = {self.ref_at(args[0], 'src_')};")
             self.out.close()
@@ -528,10 +667,14 @@ class _Emitter:
         """``target = op(a, b)`` for values of type ``t`` given as C expressions."""
         if t.width == 1 or op in _NATIVE_VECTOR:
             tpl = self.c.op_template(op, t.elem, 2)
-            self.out(f"{target} = {tpl.format(a=a, b=b, t=self.c.scalar_type(t.elem), s=self.c.suffix(t.elem))};")
+            self.out(
+                f"{target} = {tpl.format(a=a, b=b, t=self.c.scalar_type(t.elem), s=self.c.suffix(t.elem))};"
+            )
         else:
             tpl = self.c.op_template(op, t.elem, 2)
-            expr = tpl.format(a=f"{a}[l_]", b=f"{b}[l_]", t=self.c.scalar_type(t.elem), s=self.c.suffix(t.elem))
+            expr = tpl.format(
+                a=f"{a}[l_]", b=f"{b}[l_]", t=self.c.scalar_type(t.elem), s=self.c.suffix(t.elem)
+            )
             self.out(f"for (int l_ = 0; l_ < {t.width}; ++l_) {target}[l_] = {expr};")
 
     # ---------------------------------------------------------------- statements in a unit loop
@@ -576,8 +719,11 @@ class _Emitter:
                 o("break;" if brk else "continue;")
             else:
                 _, ml, mc = top
-                o(f"{{ {ml}[u] = 0; {mc}[u] = 0; goto {self.label}; }}" if brk
-                  else f"{{ {mc}[u] = 0; goto {self.label}; }}")
+                o(
+                    f"{{ {ml}[u] = 0; {mc}[u] = 0; goto {self.label}; }}"
+                    if brk
+                    else f"{{ {mc}[u] = 0; goto {self.label}; }}"
+                )
         elif isinstance(s, ir.Return):
             o(f"{{ ret_u[u] = 1; goto {self.label}; }}" if self.has_ret else f"goto {self.label};")
         elif isinstance(s, ir.Block):
@@ -622,19 +768,42 @@ class _Emitter:
             return f"{p}[{i}] = (uint8_t)({v});"
         return f"{p}[{i}] = {v};"
 
+    def in_bounds(self, arr: Var, i: str) -> str | None:
+        """The bounds test of index ``i`` (in lines) when the compiler is checked."""
+        if not self.c.checked:
+            return None
+        limit = self.meta_name(arr, "len", 0) if arr.kind == ARRAY else f"{arr.size}u"
+        return f"((size_t)({i}) < (size_t){limit})"
+
+    def zero(self, t: Type) -> str:
+        return f"({self.vt(t)}){{0}}" if t.width > 1 else f"({self.c.scalar_type(t.elem)})0"
+
     def load(self, out: Var, arr: Var, idx: Any) -> None:
         t = arr.type
         p, i = self.ptr(arr), self.val(idx)
-        if t.width == 1:
-            self.define(out, self.load_scalar(t.elem, p, i))
-        elif t.elem in (f16, bf16):
+        ok = self.in_bounds(arr, i)
+        if t.elem in (f16, bf16) and t.width > 1:
             tgt = self.declare(out)
             elem = self.load_scalar(t.elem, p, f"(size_t)({i}) * {t.width} + l_")
-            self.out(f"for (int l_ = 0; l_ < {t.width}; ++l_) {tgt}[l_] = {elem};")
+            loop = f"for (int l_ = 0; l_ < {t.width}; ++l_) {tgt}[l_] = {elem};"
+            self.out(loop if ok is None else f"if ({ok}) {{ {loop} }} else {tgt} = {self.zero(t)};")
+            return
+        if t.width == 1:
+            expr = self.load_scalar(t.elem, p, i)
         else:
-            self.define(out, f"*(const {self.svt(t)} *)({p} + (size_t)({i}) * {t.width})")
+            expr = f"*(const {self.svt(t)} *)({p} + (size_t)({i}) * {t.width})"
+        self.define(out, expr if ok is None else f"({ok} ? {expr} : {self.zero(t)})")
 
     def store(self, arr: Var, idx: Any, value: Any) -> None:
+        ok = self.in_bounds(arr, self.val(idx))
+        if ok is None:
+            return self._store(arr, idx, value)
+        self.out.open(f"if ({ok}) {{")
+        self._store(arr, idx, value)
+        self.out.close()
+        return None
+
+    def _store(self, arr: Var, idx: Any, value: Any) -> None:
         t = arr.type
         p, i = self.ptr(arr), self.val(idx)
         if t.width == 1:
@@ -674,8 +843,9 @@ class _Emitter:
             tpl = self.c.ATOMIC[op]
             tpl = tpl.get(e.kind) or tpl["*"]
             p = f"&{self.ptr(arr)}[{self.val(idx)}]"
-            return self.define(out, tpl.format(st=self.c.storage_type(e), p=p, v=self.val(v, arr.type),
-                                               s=self.c.suffix(e)))
+            expr = tpl.format(st=self.c.storage_type(e), p=p, v=self.val(v, arr.type), s=self.c.suffix(e))
+            ok = self.in_bounds(arr, self.val(idx))
+            return self.define(out, expr if ok is None else f"({ok} ? {expr} : {self.zero(out.type)})")
         if op == "lane_get":
             return self.define(out, f"{self.val(args[0])}[{self.val(args[1])}]")
         if op == "lane_set":
@@ -696,7 +866,9 @@ class _Emitter:
             self.out(f"for (int l_ = 1; l_ < {t.width}; ++l_) {tgt} = {expr};")
             return None
         if op == "cast":
-            return self.elementwise(out, args, lambda xs: self.cast_expr(args[0].type.elem, out.type.elem, xs[0]))
+            return self.elementwise(
+                out, args, lambda xs: self.cast_expr(args[0].type.elem, out.type.elem, xs[0])
+            )
         if op == "bitcast":
             if out.type.width > 1:
                 return self.define(out, f"({self.vt(out.type)})({self.val(args[0])})")
@@ -708,8 +880,9 @@ class _Emitter:
         if op in _NATIVE_VECTOR or (op == "div" and out.type.elem.is_float):
             vals = [self.val(a) for a in args]
             return self.define(out, self.c.scalar_expr(op, out.type, types, vals))
-        return self.elementwise(out, args, lambda xs: self.c.scalar_expr(
-            op, out.type.scalar(), [t.scalar() for t in types], xs))
+        return self.elementwise(
+            out, args, lambda xs: self.c.scalar_expr(op, out.type.scalar(), [t.scalar() for t in types], xs)
+        )
 
     def elementwise(self, out: Var, args: tuple[Any, ...], render: Any) -> None:
         if out.type.width == 1:

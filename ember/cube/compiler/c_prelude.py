@@ -78,7 +78,8 @@ EM_INLINE float em_round_bf16(float f) { return em_bf16_float(em_bf16_bits(f)); 
 EM_INLINE float em_slot_f32(uint64_t w) { uint32_t lo = (uint32_t)w; float f; memcpy(&f, &lo, 4); return f; }
 EM_INLINE double em_slot_f64(uint64_t w) { double d; memcpy(&d, &w, 8); return d; }
 
-#define EM_BITCAST(TO, x) ({ __typeof__(x) em_x_ = (x); TO em_y_; memcpy(&em_y_, &em_x_, sizeof em_y_); em_y_; })
+#define EM_BITCAST(TO, x) \
+    ({ __typeof__(x) em_x_ = (x); TO em_y_; memcpy(&em_y_, &em_x_, sizeof em_y_); em_y_; })
 
 /* read-modify-write through compare-and-swap: any type, any combining function */
 #define EM_ATOMIC_RMW(T, p, v, F)                                                                   \

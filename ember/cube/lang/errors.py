@@ -13,8 +13,15 @@ class CubeSyntaxError(EmberError, SyntaxError):
     traceback shows the kernel line itself.
     """
 
-    def __init__(self, what: str, filename: str = "<kernel>", lineno: int = 0, text: str = "",
-                 hint: str = "", col: int = 0) -> None:
+    def __init__(
+        self,
+        what: str,
+        filename: str = "<kernel>",
+        lineno: int = 0,
+        text: str = "",
+        hint: str = "",
+        col: int = 0,
+    ) -> None:
         self.what = what
         self.hint = hint
         msg = f"{filename}:{lineno}: {what}"

@@ -24,6 +24,19 @@ class _Missing:
 MISSING: Any = _Missing()
 
 
+def _closure_repr(v: Any) -> str:
+    """A stable text for a captured value where there is one; else one unique in this process
+    (correct, only the entry name then differs between processes)."""
+    from ..kernel_id import stable_repr
+
+    if callable(v) and hasattr(v, "__qualname__"):
+        return f"{getattr(v, '__module__', '')}.{v.__qualname__}"
+    try:
+        return stable_repr(v)
+    except TypeError:
+        return f"<{type(v).__qualname__}@{id(v):x}>"
+
+
 class FunctionSource:
     """AST, file, line offset and scopes of one function (parsed once, lazily)."""
 
@@ -37,22 +50,32 @@ class FunctionSource:
             src = textwrap.dedent(inspect.getsource(fn))
         except (OSError, TypeError) as e:
             raise CubeSyntaxError(
-                f"cannot read the source of {fn.__qualname__} ({e})", self.filename, code.co_firstlineno,
+                f"cannot read the source of {fn.__qualname__} ({e})",
+                self.filename,
+                code.co_firstlineno,
                 hint="define @cube functions in a file (not in a REPL or with exec), so their "
-                     "source can be parsed",
+                "source can be parsed",
             ) from None
         tree = ast.parse(src)
         fdef = tree.body[0] if tree.body else None
         if not isinstance(fdef, ast.FunctionDef):
             raise CubeSyntaxError(
-                f"{fn.__qualname__} is not a plain function definition", self.filename, code.co_firstlineno,
-                hint="decorate a 'def' function (not a lambda or an async def)")
+                f"{fn.__qualname__} is not a plain function definition",
+                self.filename,
+                code.co_firstlineno,
+                hint="decorate a 'def' function (not a lambda or an async def)",
+            )
         self.fdef = fdef
         # ast line 1 is the first line inspect returned: the first decorator, as co_firstlineno
         self.line0 = code.co_firstlineno - 1
         self.lines = src.splitlines()
-        self.digest = hashlib.sha256(src.encode()).hexdigest()[:12]
         self._cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
+        # The identity covers the values the function closes over: two kernels made by one
+        # factory (same text, different captured constants) expand to different IR.
+        h = hashlib.sha256(src.encode())
+        for name in sorted(self._cells):
+            h.update(f"\0{name}={_closure_repr(self.lookup(name))}".encode())
+        self.digest = h.hexdigest()[:12]
 
     def lookup(self, name: str) -> Any:
         """A free name of the function: closure cell, then module global, then builtin."""

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -46,13 +47,23 @@ class ComputeClient:
         if array.nbytes:
             np.copyto(buf.view(array.dtype, array.shape, None, byte_offset), array, casting="no")
 
-    def read(self, buf: Buffer, dtype: np.dtype, shape: tuple[int, ...], strides: tuple[int, ...] | None = None,
-             byte_offset: int = 0) -> np.ndarray:
+    def read(
+        self,
+        buf: Buffer,
+        dtype: np.dtype,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...] | None = None,
+        byte_offset: int = 0,
+    ) -> np.ndarray:
         """A copy of the elements (``strides`` in bytes; None = C order)."""
         self.server.sync()
         return np.array(buf.view(dtype, shape, strides, byte_offset), copy=True, order="C")
 
     # ---------------------------------------------------------------- kernels
+    def launch(self, kernel: Any, count: Any, dim: Any, *args: Any, **kwargs: Any) -> None:
+        """Launch a ``@cube.kernel`` on this device (``kernel.launch(client, ...)``)."""
+        kernel.launch(self, count, dim, *args, **kwargs)
+
     def pipeline(self, kid: Any, make_ir: Callable[[], Any]) -> Any:
         return self.server.pipeline(kid, make_ir)
 

@@ -22,9 +22,10 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ... import tracing
 from ...errors import CompilationError
@@ -98,8 +99,10 @@ class CToolchain:
             if self._version is not None:
                 return
             if not self.path:
-                raise ToolchainError(f"C compiler {self.command[0] if self.command else '?'!r} not found on "
-                                     "PATH; install gcc or clang, or set CC / EMBER_CPU_CC")
+                raise ToolchainError(
+                    f"C compiler {self.command[0] if self.command else '?'!r} not found on "
+                    "PATH; install gcc or clang, or set CC / EMBER_CPU_CC"
+                )
             from ...environment import store
 
             key = self._probe_key()
@@ -113,8 +116,10 @@ class CToolchain:
             except (OSError, subprocess.TimeoutExpired) as e:
                 raise ToolchainError(f"{self.command[0]} --version failed: {e}") from None
             version = (out.stdout or out.stderr).strip()
-            canary = ("#include <omp.h>\nint ember_canary(void) { int n = 0;\n"
-                      "#pragma omp parallel reduction(+:n)\n n += 1;\n return n > 0 ? 7 : 0; }\n")
+            canary = (
+                "#include <omp.h>\nint ember_canary(void) { int n = 0;\n"
+                "#pragma omp parallel reduction(+:n)\n n += 1;\n return n > 0 ? 7 : 0; }\n"
+            )
             try:
                 so = self._build(canary, "ember_canary")
                 with tempfile.TemporaryDirectory(prefix="ember-canary-") as d:
@@ -124,8 +129,10 @@ class CToolchain:
                     if lib.ember_canary() != 7:
                         raise ToolchainError("the canary kernel returned a wrong value")
             except CompilationError as e:
-                raise ToolchainError(f"{self.path} cannot build OpenMP shared objects with flags "
-                                     f"{' '.join(self.flags)}:\n{e.log.strip()[:2000]}") from None
+                raise ToolchainError(
+                    f"{self.path} cannot build OpenMP shared objects with flags "
+                    f"{' '.join(self.flags)}:\n{e.log.strip()[:2000]}"
+                ) from None
             self._version = version
             if st is not None:
                 st.put_json("compile/cpu/toolchains", key, {"ok": True, "version": version})
@@ -138,14 +145,28 @@ class CToolchain:
     def fingerprint(self) -> str:
         """Names the artifact namespace: compiler, version, flags, ember version, CPU."""
         if self._fingerprint is None:
-            ident = "\n".join([str(self.path), self.version, " ".join(self.command[1:]), " ".join(self.flags),
-                               _ember_version(), _cpu_identity()])
+            ident = "\n".join(
+                [
+                    str(self.path),
+                    self.version,
+                    " ".join(self.command[1:]),
+                    " ".join(self.flags),
+                    _ember_version(),
+                    _cpu_identity(),
+                ]
+            )
             self._fingerprint = hashlib.sha256(ident.encode()).hexdigest()[:16]
         return self._fingerprint
 
     def artifact_key(self, source: str) -> str:
         h = hashlib.sha256()
-        for part in (source, str(self.path), self.version, " ".join(self.command + self.flags), _ember_version()):
+        for part in (
+            source,
+            str(self.path),
+            self.version,
+            " ".join(self.command + self.flags),
+            _ember_version(),
+        ):
             h.update(part.encode())
             h.update(b"\0")
         return h.hexdigest()
@@ -160,11 +181,15 @@ class CToolchain:
             try:
                 r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             except (OSError, subprocess.TimeoutExpired) as e:
-                raise CompilationError(f"running the C compiler for {entry} failed: {e}", source, str(e)) from None
+                raise CompilationError(
+                    f"running the C compiler for {entry} failed: {e}", source, str(e)
+                ) from None
             if r.returncode != 0 or not out.exists():
                 raise CompilationError(
                     f"C compilation of kernel {entry} failed ({shlex.join(cmd[:1])} exited {r.returncode})",
-                    source, (r.stderr or "") + (r.stdout or ""))
+                    source,
+                    (r.stderr or "") + (r.stdout or ""),
+                )
             return out.read_bytes()
 
     def compile(self, source: str, entry: str) -> bytes:
@@ -212,18 +237,21 @@ def _private_dir() -> Path:
 class CpuServer:
     """Compiles and runs kernels for one CPU device; owns the in-process pipeline table."""
 
-    def __init__(self, index: int = 0, channel: str | None = None) -> None:
+    def __init__(self, index: int = 0, channel: str | None = None, checked: bool | None = None) -> None:
         self.index = index
         self.toolchain = CToolchain()
-        self.compiler = CCompiler()
+        if checked is None:  # EMBER_CUBE_CHECKED=1: bounds-checked kernels, for debugging
+            checked = os.environ.get("EMBER_CUBE_CHECKED", "").strip().lower() in ("1", "true", "yes", "on")
+        self.compiler = CCompiler(checked=checked)
         self.pipelines: dict[KernelId, CompiledKernel] = {}
         self._lock = threading.RLock()
         self.stage = f"DSD-cpu-{index}"
         channel = channel or os.environ.get("EMBER_CPU_CHANNEL", "inline")
         if channel not in ("inline", "thread"):
             raise ValueError(f"EMBER_CPU_CHANNEL must be inline or thread, got {channel!r}")
-        self.downstream: Channel = (ServiceThread(self.stage) if channel == "thread"
-                                    else InlineChannel(self.stage))
+        self.downstream: Channel = (
+            ServiceThread(self.stage) if channel == "thread" else InlineChannel(self.stage)
+        )
         self._upstream: ServiceThread | None = None
         self.compiles = 0
         self.store_loads = 0
@@ -248,20 +276,29 @@ class CpuServer:
                 return p
             entry = kid.entry()
             t0 = time.perf_counter()
-            with tracing.span("compile", kernel=entry, language=self.compiler.language,
-                              stage=self.stage) as sp:
+            with tracing.span(
+                "compile", kernel=entry, language=self.compiler.language, stage=self.stage
+            ) as sp:
                 k = make_ir()
                 src = self.compiler.compile(k)
                 path, cached, origin = self._artifact(src, kid)
                 sp.record(cached=cached)
                 lib = ctypes.CDLL(str(path))
                 fn = getattr(lib, entry)
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]
+                fn.argtypes = [
+                    ctypes.c_void_p,
+                    ctypes.c_void_p,
+                    ctypes.c_uint32,
+                    ctypes.c_uint32,
+                    ctypes.c_uint32,
+                ]
                 fn.restype = None
             from ...environment import log
 
             if log.enabled("compilation"):
-                log.compile_block(entry, kid.text(), self.compiler.language, src.source, cached, origin)
+                log.compile_block(
+                    f"{kid.kernel} -> {entry}", kid.text(), self.compiler.language, src.source, cached, origin
+                )
             p = CompiledKernel(kid, entry, fn, src, lib, origin, time.perf_counter() - t0)
             self.pipelines[kid] = p
             return p
@@ -281,8 +318,14 @@ class CpuServer:
                 return hit[0], True, f"store {ns} ({hit[0].name})"
             so = tc.compile(src.source, src.entry)
             self.compiles += 1
-            meta = {"ext": "so", "entry": src.entry, "kernel_id": kid.text(), "source": src.source,
-                    "compiler": tc.path, "flags": " ".join(tc.flags)}
+            meta = {
+                "ext": "so",
+                "entry": src.entry,
+                "kernel_id": kid.text(),
+                "source": src.source,
+                "compiler": tc.path,
+                "flags": " ".join(tc.flags),
+            }
             path = st.put_artifact(ns, key, so, meta)
             return path, False, f"{tc.path} {' '.join(tc.flags)}"
         so = tc.compile(src.source, src.entry)

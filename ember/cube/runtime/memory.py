@@ -39,7 +39,9 @@ class Buffer:
 
     __slots__ = ("ptr", "nbytes", "capacity", "raw", "offset", "pool", "__weakref__")
 
-    def __init__(self, raw: np.ndarray, offset: int, nbytes: int, capacity: int, pool: MemoryPool | None) -> None:
+    def __init__(
+        self, raw: np.ndarray, offset: int, nbytes: int, capacity: int, pool: MemoryPool | None
+    ) -> None:
         self.raw = raw
         self.offset = offset  # bytes from raw's start to the aligned start
         self.ptr = raw.ctypes.data + offset
@@ -47,8 +49,13 @@ class Buffer:
         self.capacity = capacity
         self.pool = pool
 
-    def view(self, dtype: np.dtype, shape: tuple[int, ...], strides: tuple[int, ...] | None = None,
-             byte_offset: int = 0) -> np.ndarray:
+    def view(
+        self,
+        dtype: np.dtype,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...] | None = None,
+        byte_offset: int = 0,
+    ) -> np.ndarray:
         """A numpy view of the buffer (valid while this Buffer lives: keep a reference)."""
         return np.ndarray(shape, dtype, buffer=self.raw, offset=self.offset + byte_offset, strides=strides)
 
@@ -118,7 +125,8 @@ class MemoryPool:
             except MemoryError:
                 raise OutOfMemoryError(
                     f"cannot allocate {cap} bytes on the cpu device even after releasing the pool's "
-                    f"cached buffers ({self.allocated_bytes} bytes allocated)") from None
+                    f"cached buffers ({self.allocated_bytes} bytes allocated)"
+                ) from None
         self.allocated_bytes += cap
         return raw
 
@@ -145,5 +153,9 @@ class MemoryPool:
             return freed
 
     def usage(self) -> dict[str, Any]:
-        return {"allocated_bytes": self.allocated_bytes, "cached_bytes": self.cached_bytes,
-                "reservations": self.reservations, "reuses": self.reuses}
+        return {
+            "allocated_bytes": self.allocated_bytes,
+            "cached_bytes": self.cached_bytes,
+            "reservations": self.reservations,
+            "reuses": self.reuses,
+        }

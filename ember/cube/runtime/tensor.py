@@ -28,8 +28,15 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
 class CubeTensor:
     __slots__ = ("client", "buffer", "shape", "strides", "offset", "dtype")
 
-    def __init__(self, client: Any, buffer: Buffer, shape: tuple[int, ...], strides: tuple[int, ...],
-                 offset: int, dtype: dt.DType) -> None:
+    def __init__(
+        self,
+        client: Any,
+        buffer: Buffer,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...],
+        offset: int,
+        dtype: dt.DType,
+    ) -> None:
         self.client = client
         self.buffer = buffer
         self.shape = shape
@@ -66,5 +73,7 @@ class CubeTensor:
         return CubeTensor(self.client, self.buffer, shape, strides, offset, self.dtype)
 
     def __repr__(self) -> str:
-        return (f"CubeTensor(shape={self.shape}, strides={self.strides}, offset={self.offset}, "
-                f"dtype={self.dtype.name}, buffer=0x{self.buffer.ptr:x})")
+        return (
+            f"CubeTensor(shape={self.shape}, strides={self.strides}, offset={self.offset}, "
+            f"dtype={self.dtype.name}, buffer=0x{self.buffer.ptr:x})"
+        )
