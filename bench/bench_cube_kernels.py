@@ -5,7 +5,8 @@
 
 Measures, in one run on the same machine:
   * 16M float32 add and axpy kernels (lines of 4/8/16, OpenMP over cubes) vs numpy
-    ``np.add(a, b, out=c)`` on the *same memory* (numpy views of the kernels' buffers);
+    ``np.add(a, b, out=c)`` on the *same memory* (numpy views of the kernels' buffers), timed
+    alternately so both see the same load;
   * launch overhead of a cached tiny kernel (inline channel, and through the DSD thread);
   * cold compile of an elementwise kernel (expand + C + cc + store + dlopen);
   * load from the persistent store in a fresh process (the compile span with cached=True).
@@ -105,24 +106,43 @@ def machine() -> dict[str, str]:
     return info
 
 
+def paired(fn_a, fn_b, reps: int) -> tuple[float, float]:
+    """Medians of ``fn_a`` and ``fn_b`` timed alternately, so both see the same machine load
+    (the cores may be shared); a pause before each call lets OpenMP's spinning workers park."""
+    fn_a(), fn_b()
+    ta, tb = [], []
+    for _ in range(reps):
+        for fn, ts in ((fn_a, ta), (fn_b, tb)):
+            time.sleep(0.005)
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+    return statistics.median(ta), statistics.median(tb)
+
+
 def bench_bandwidth(dev: Device) -> list[tuple[str, float, float]]:
     a = ember.rand(N, device=dev)
     b = ember.rand(N, device=dev)
     c = ember.zeros(N, device=dev)
     # numpy views of the very same buffers: both sides read and write the same memory
     an, bn, cn = (t._p.buffer.view(np.float32, (N,)) for t in (a, b, c))
-    t_np = timeit(lambda: np.add(an, bn, out=cn), 15)
     rows = []
     dim = cube.CubeDim(256)
     for w in (4, 8, 16):
         cnt = cube.CubeCount.covering(N // w, dim)
         args = (cube.lines(a, w), cube.lines(b, w), cube.lines(c, w))
-        t = timeit(lambda args=args, cnt=cnt: add.launch(dev, cnt, dim, *args), 15)
+        t, t_np = paired(
+            lambda args=args, cnt=cnt: add.launch(dev, cnt, dim, *args), lambda: np.add(an, bn, out=cn), 21
+        )
         rows.append((f"add 16M f32, lines of {w}", t, t_np))
     assert np.array_equal(cn, an + bn)
     w = 8
     cnt = cube.CubeCount.covering(N // w, dim)
-    t = timeit(lambda: axpy.launch(dev, cnt, dim, cube.lines(a, w), cube.lines(c, w), 2.0), 15)
+    t, t_np = paired(
+        lambda: axpy.launch(dev, cnt, dim, cube.lines(a, w), cube.lines(c, w), 2.0),
+        lambda: np.add(an, bn, out=cn),
+        21,
+    )
     rows.append((f"axpy 16M f32 (y = a*x + y), lines of {w}", t, t_np))
     return rows
 
@@ -280,7 +300,8 @@ def main() -> None:
             [
                 f"# Cube kernels on the CPU runtime ({date})",
                 "",
-                "Run: `python bench/bench_cube_kernels.py --save` (medians; one run, same machine).",
+                f"Run: `python bench/bench_cube_kernels.py --save{' --tag ' + args.tag if args.tag else ''}` "
+                "(medians; one run, same machine).",
                 "",
                 "## Machine",
                 "",

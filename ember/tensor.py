@@ -652,12 +652,17 @@ class Tensor:
         return self._assign(src.to(self._dt).expand(self.shape))
 
     def zero_(self) -> Tensor:
-        return self._assign(self._full_like_shape(self.shape, 0, self._dt))
+        return self.fill_(0)
 
     def fill_(self, value: Any) -> Tensor:
         if type(value) is Tensor:
             value = value.item()
-        return self._assign(self._full_like_shape(self.shape, _scalar_for(self._dt, _pyscalar(value)), self._dt))
+        v = _scalar_for(self._dt, _pyscalar(value))
+        if self._bk.is_tracked(self._p) and not self._bk.is_leaf(self._p):
+            # stay in the graph with a zero gradient, as PyTorch's fill_ does
+            every = self._full_like_shape((), True, dt.bool_)
+            return self._assign(self.masked_fill(every, v))
+        return self._assign(self._full_like_shape(self.shape, v, self._dt))
 
     __iadd__ = add_
     __isub__ = sub_

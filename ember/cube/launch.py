@@ -174,11 +174,16 @@ def _scalar_converter(e: Elem, name: str) -> Any:
 
 
 def _array_of(a: Any, name: str, numpy_ok: bool = True) -> Any:
-    """The buffer view behind an argument: CubeTensor, ember Tensor, or (compile-only) numpy."""
+    """The buffer view behind an argument: CubeTensor, ember Tensor, or (compile-only) numpy.
+
+    Decorators' primitives (autodiff's) wrap the inner backend's in ``.inner``: a kernel sees
+    the cube buffer underneath (a kernel writing into it bypasses the autodiff graph)."""
     if type(a) is CubeTensor:
         return a
     p = getattr(a, "_p", None)
     if p is not None:
+        while type(p) is not CubeTensor and hasattr(p, "inner"):
+            p = p.inner
         if type(p) is CubeTensor:
             return p
         raise TypeError(
@@ -613,10 +618,12 @@ def _client_of(device: Any) -> Any:
         return device
     inner = getattr(device, "client", None)
     if inner is None and hasattr(device, "backend"):
-        bk = device.backend()
-        inner = getattr(getattr(bk, "inner", bk), "client", None)
+        bk = top = device.backend()
+        while not hasattr(bk, "client") and hasattr(bk, "inner"):  # through the decorators
+            bk = bk.inner
+        inner = getattr(bk, "client", None)
         if inner is None:
-            raise TypeError(f"{device!r} does not run cube kernels (backend {bk.name}); use Device.cpu()")
+            raise TypeError(f"{device!r} does not run cube kernels (backend {top.name}); use Device.cpu()")
     if inner is None:
         raise TypeError(
             f"cannot launch on {device!r}: pass an ember Device, a cube backend or a ComputeClient"

@@ -872,3 +872,83 @@ def test_fma_and_binary_math_with_literals_taking_the_value_type():
     out = poison(40, np.float64)
     fma_and_binary_math.launch(DEV, 1, 64, dev_tensor(x), out)
     np.testing.assert_allclose(out.numpy(), x * 2 + 1.5 + np.arctan2(x, 2) + 2.0**x + np.clip(x, -1, 1))
+
+
+@cube.kernel
+def line_across_barrier(x: cube.Array[cube.Line[cube.f64]], out: cube.Array[cube.Line[cube.f64]]):
+    i = cube.ABSOLUTE_POS
+    v = x[i]  # a line living across the barrier, only stored afterwards
+    m = v > 0.0
+    cube.sync_cube()
+    out[i] = cube.select(m, v, -v)
+
+
+def test_line_values_live_across_barriers():
+    x = rng(10).standard_normal(64)
+    out = poison(64, np.float64)
+    line_across_barrier.launch(DEV, 1, 16, cube.lines(dev_tensor(x), 4), cube.lines(out, 4))
+    np.testing.assert_array_equal(out.numpy(), np.abs(x))
+
+
+@cube.kernel
+def tiled_matmul(
+    a: cube.Tensor[cube.f32], b: cube.Tensor[cube.f32], c: cube.Tensor[cube.f32], tile: cube.Comptime[int]
+):
+    """The canonical GPU matmul: tiles staged in shared memory, two barriers per K step."""
+    sa = cube.SharedMemory(cube.f32, tile * tile)
+    sb = cube.SharedMemory(cube.f32, tile * tile)
+    ty, tx = cube.UNIT_POS_Y, cube.UNIT_POS_X
+    row = cube.CUBE_POS_Y * tile + ty
+    col = cube.CUBE_POS_X * tile + tx
+    m, k, n = a.shape(0), a.shape(1), b.shape(1)
+    acc = cube.f32(0)
+    for t0 in range(0, k, tile):  # runtime loop with barriers inside
+        ac = t0 + tx
+        sa[ty * tile + tx] = a[row, ac] if row < m and ac < k else 0.0
+        br = t0 + ty
+        sb[ty * tile + tx] = b[br, col] if br < k and col < n else 0.0
+        cube.sync_cube()
+        for kk in range(tile):  # comptime: unrolled
+            acc += sa[ty * tile + kk] * sb[kk * tile + tx]
+        cube.sync_cube()
+    if row < m and col < n:
+        c[row, col] = acc
+
+
+@pytest.mark.parametrize("m,k,n,tile", [(37, 53, 29, 8), (16, 16, 16, 4), (5, 70, 3, 16)])
+def test_tiled_shared_memory_matmul(m, k, n, tile):
+    r = rng(11)
+    a = r.standard_normal((m, k)).astype(np.float32)
+    b = r.standard_normal((k, n)).astype(np.float32)
+    c = poison((m, n))
+    count = cube.CubeCount(-(-n // tile), -(-m // tile))
+    tiled_matmul.launch(DEV, count, cube.CubeDim(tile, tile), dev_tensor(a), dev_tensor(b), c, tile)
+    np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@cube.kernel
+def block_scan(x: cube.Array[cube.i32], out: cube.Array[cube.i32]):
+    """Hillis-Steele inclusive scan of each cube's values in shared memory."""
+    sm = cube.SharedMemory(cube.i32, cube.CUBE_DIM)
+    u = cube.UNIT_POS
+    i = cube.ABSOLUTE_POS
+    sm[u] = x[i] if i < x.len() else 0
+    cube.sync_cube()
+    offset = 1
+    while offset < cube.CUBE_DIM:  # comptime: unrolled, log2(CUBE_DIM) steps
+        t = sm[u - offset] if u >= offset else 0
+        cube.sync_cube()
+        sm[u] += t
+        cube.sync_cube()
+        offset *= 2
+    if i < out.len():
+        out[i] = sm[u]
+
+
+@pytest.mark.parametrize("units", [16, 64, 48])
+def test_shared_memory_scan(units):
+    x = rng(12).integers(-5, 9, 200).astype(np.int32)
+    out = poison(200, np.int32)
+    block_scan.launch(DEV, cube.CubeCount.covering(200, units), units, dev_tensor(x), out)
+    ref = np.concatenate([np.cumsum(x[s : s + units]) for s in range(0, 200, units)])
+    np.testing.assert_array_equal(out.numpy(), ref)

@@ -358,3 +358,72 @@ def test_checked_mode_reads_zero_and_drops_writes_out_of_range():
     kid = out_of_bounds.kernel_id(16, x, x)
     assert kid.target == "c"
     assert "c+checked" in server.pipelines.popitem()[0].text()
+
+
+def test_zero_dim_and_empty_tensors():
+    bk = DEV.backend().inner
+    s = bk.from_data(np.float32(2.5), ember.float32)
+    assert s.shape == () and bk.into_data(s).shape == () and float(bk.into_data(s)) == 2.5
+    assert bk.into_data(bk.full((), 3, ember.int64)).tolist() == 3
+    e = bk.full((0, 4), 1.0, ember.float32)
+    assert bk.into_data(e).shape == (0, 4)
+    assert bk.into_data(bk.reshape(bk.cast(e, ember.int32), (4, 0))).shape == (4, 0)
+    t = ember.tensor(7.0, device=DEV)
+    assert t.numpy().shape == () and t.item() == 7.0
+
+
+def test_kernels_run_on_autodiff_device_tensors_and_flex_is_refused():
+    dev = Device.cpu().autodiff()
+    x = ember.tensor(np.arange(6, dtype=np.float32), device=dev)
+    out = ember.zeros(6, device=dev)
+    scale.launch(dev, 1, 8, x, out, 4)
+    np.testing.assert_array_equal(out.numpy(), np.arange(6) * 4)
+    with pytest.raises(TypeError, match="does not run cube kernels"):
+        scale.launch(Device.flex(), 1, 8, x, out, 4)
+
+
+def test_threads_compile_and_launch_concurrently():
+    import threading
+
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            x = dev_tensor(np.arange(300, dtype=np.float32))
+            for _ in range(20):
+                out = ember.zeros(300, device=DEV)
+                scale.launch(DEV, cube.CubeCount.covering(300, 64), 64, x, out, 1000 + k % 3)
+                np.testing.assert_array_equal(out.numpy(), np.arange(300) * (1000 + k % 3))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+@pytest.mark.parametrize(
+    "sa,sb", [((2, 2), (2, 2)), ((3, 5, 7), (1, 7, 4)), ((2, 1, 4, 3), (1, 5, 3, 6)), ((4, 0), (0, 3))]
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.int64])
+def test_naive_batched_matmul(sa, sb, dtype):
+    bk = DEV.backend().inner
+    r = np.random.default_rng(1)
+    a = (r.standard_normal(sa) * 4).astype(dtype)
+    b = (r.standard_normal(sb) * 4).astype(dtype)
+    got = bk.into_data(
+        bk.matmul(
+            bk.from_data(a, ember.dtype.from_numpy_dtype(a.dtype)),
+            bk.from_data(b, ember.dtype.from_numpy_dtype(b.dtype)),
+        )
+    )
+    np.testing.assert_allclose(got, np.matmul(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_the_seed_matmul_on_the_cpu_device():
+    a = ember.tensor([[1.0, 2.0], [3.0, 4.0]], device=DEV)
+    b = ember.tensor([[5.0, 6.0], [7.0, 8.0]], device=DEV)
+    assert a.matmul(b).numpy().ravel().tolist() == [19.0, 22.0, 43.0, 50.0]

@@ -1,8 +1,9 @@
 """``CubeBackend``: the op catalog on a cube runtime, one ``@cube`` kernel per op.
 
-For now the data ops (from_data, into_data, full, random, sync), casts and layout ops
-(reshape, permute, expand, slice, contiguous, copy as views or copy kernels); the rest of the
-catalog arrives as kernels with the next issue. The primitive is a ``CubeTensor``.
+For now the data ops (from_data, into_data, full, random, sync), casts, layout ops
+(reshape, permute, expand, slice, contiguous, copy as views or copy kernels) and a naive
+batched matmul (so ``ember info`` runs its 2x2 matmul); the rest of the catalog arrives as
+kernels with the next issue. The primitive is a ``CubeTensor``.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class CubeBackend(Backend):
         return self._from_data(array, dtype)
 
     def _from_data(self, array: Any, dtype: dt.DType) -> CubeTensor:
-        a = np.ascontiguousarray(array, dtype=dtype.np)
+        a = np.asarray(array, dtype=dtype.np, order="C")  # keeps 0-d shapes (ascontiguousarray does not)
         buf = self.client.create(a)
         return CubeTensor(self.client, buf, a.shape, contiguous_strides(a.shape), 0, dtype)
 
@@ -112,6 +113,18 @@ class CubeBackend(Backend):
         n = math.prod(p.shape)
         if n:
             self._launch_lines(kernels.cast_lines, n, src, out)
+        return out
+
+    # ----------------------------------------------------------------- linear algebra
+    def matmul(self, a: CubeTensor, b: CubeTensor) -> CubeTensor:
+        """Batched, batch dims broadcast (as expanded views: no copies)."""
+        batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
+        a = self.expand(a, batch + a.shape[-2:])
+        b = self.expand(b, batch + b.shape[-2:])
+        out = self._empty(batch + (a.shape[-2], b.shape[-1]), a.dtype)
+        n = math.prod(out.shape)
+        if n:
+            kernels.matmul_naive.launch(self.client, CubeCount.covering(n, _DIM), _DIM, a, b, out)
         return out
 
     # ----------------------------------------------------------------- layout

@@ -6,7 +6,7 @@ so the CUDA and wgpu runtimes will reuse them unchanged.
 
 from __future__ import annotations
 
-from ...cube import ABSOLUTE_POS, Array, ElemVar, Line, T, Tensor, cast, kernel, u32
+from ...cube import ABSOLUTE_POS, Array, ElemVar, Line, Numeric, T, Tensor, cast, kernel, u32
 
 A = ElemVar("A")
 B = ElemVar("B")
@@ -43,3 +43,35 @@ def gather_contiguous(src: Tensor[T], dst: Array[T]):
             off += (rem % n) * src.stride(d)
             rem = rem // n
         dst[i] = src[off]
+
+
+@kernel
+def matmul_naive(a: Tensor[Numeric], b: Tensor[Numeric], out: Tensor[Numeric]):
+    """out[..., i, j] = sum_k a[..., i, k] * b[..., k, j], one unit per output element.
+
+    Batch dims broadcast through zero strides (the views arrive expanded); every index goes
+    through the strides, so no input needs to be contiguous. The baseline candidate of the
+    matmul family (tiled, register-blocked line kernels join it with autotune)."""
+    idx = ABSOLUTE_POS
+    if idx < out.len():
+        r = out.rank()
+        n = out.shape(r - 1)
+        m = out.shape(r - 2)
+        j = idx % n
+        rest = idx // n
+        i = rest % m
+        rest = rest // m
+        offa = i * a.stride(r - 2)
+        offb = j * b.stride(r - 1)
+        for d in range(r - 3, -1, -1):  # batch dims: comptime, unrolled
+            s = out.shape(d)
+            bi = rest % s
+            rest = rest // s
+            offa += bi * a.stride(d)
+            offb += bi * b.stride(d)
+        sa = a.stride(r - 1)
+        sb = b.stride(r - 2)
+        acc = Numeric(0)
+        for t in range(a.shape(r - 1)):
+            acc += a[offa + t * sa] * b[offb + t * sb]
+        out[idx] = acc

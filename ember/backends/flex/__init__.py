@@ -180,8 +180,9 @@ class FlexBackend(Backend):
     floor_div = staticmethod(_quiet(np.floor_divide))
     remainder = staticmethod(_quiet(np.remainder))
     pow = staticmethod(_quiet(np.power))
-    maximum = staticmethod(np.maximum)
-    minimum = staticmethod(np.minimum)
+    # bfloat16 comparisons warn on NaN (ml_dtypes); NaN propagation is the answer here
+    maximum = staticmethod(_quiet(np.maximum))
+    minimum = staticmethod(_quiet(np.minimum))
     atan2 = staticmethod(np.arctan2)
     eq = staticmethod(np.equal)
     ne = staticmethod(np.not_equal)

@@ -1,9 +1,11 @@
 """The C-style compiler base that the C, CUDA C and WGSL compilers share.
 
 A target is mostly *tables*: element type names, one template per IR op (``"{a} + {b}"``,
-with per-kind variants), position builtins, literals. The base walks the structured IR and
-renders each instruction through those tables; a target overrides the few hooks where its
-syntax or execution model differs (declarations, kernel signature, barriers, lines).
+with per-kind variants), position builtins, literals. ``emitter.Emitter`` walks the
+structured IR and renders each instruction through those tables; a target subclasses both
+where its syntax or execution model differs (declarations, kernel signature, barriers,
+lines). The info layout (which scalar and metadata words a kernel reads) is decided here,
+once for every target.
 
 Templates see ``{a} {b} {c}`` (operands, always atoms: names or literals, so no
 parenthesisation is ever needed), ``{t}`` (the result's register type) and ``{s}`` (the

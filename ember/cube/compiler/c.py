@@ -14,10 +14,13 @@ A body with them is split at each such point into *regions*, each a loop over th
 every unit finishes region k before any unit starts region k+1 -- exactly the guarantee a
 barrier gives. Control flow that contains a barrier runs at cube level with per-unit
 activity masks (as SIMT hardware does): an ``if`` computes a mask per branch, a loop keeps a
-mask of units still iterating; ``break``/``continue``/``return`` clear a unit's bits. Values
-that live in more than one region (and every operand and result of a plane op) become
-per-unit arrays ``name_pu[u]``; everything else stays a scalar the C compiler keeps in
-registers. Plane ops run at cube level over each plane's active units (plane size 32).
+mask of units still iterating; ``break``/``continue``/``return`` clear a unit's bits. A value
+that lives in more than one region becomes a per-unit array ``name_pu[u]`` (as does every
+operand and result of a plane op) -- unless it is a cheap pure function of the unit's
+position, uniforms and metadata (``row = CUBE_POS_Y * T + UNIT_POS_Y``), which each region
+recomputes instead; everything else stays a scalar the C compiler keeps in registers. Plane
+ops run at cube level over each plane's active units (plane size 32). The unit loop of a
+2-D/3-D cube is a nest ``uz > uy > ux``, so ``UNIT_POS_X`` is the innermost induction variable.
 
 Lines are GCC vector types (``float __attribute__((vector_size(16)))``): arithmetic on them is
 SIMD; ops without a vector form are a per-lane loop GCC vectorises.
@@ -34,6 +37,7 @@ from ..ir import ARRAY, LOCAL, LOCAL_ARRAY, SCALAR, SSA, Const, Type, Var
 from ..types import BOOL, Elem, bf16, f16
 from .base import Capabilities, CompiledSource, CStyleCompiler, Lines
 from .c_prelude import PRELUDE
+from .emitter import Emitter
 
 __all__ = ["CCompiler"]
 
@@ -70,6 +74,40 @@ _NATIVE_VECTOR = frozenset({"add", "sub", "mul", "neg", "and", "or", "xor", "not
 #: below this many units in a launch, cubes run on the calling thread (a parallel region costs
 #: more than it saves); a body with a runtime loop has unknown cost per unit: threshold 2 cubes
 _SERIAL_UNITS = 1 << 15
+_REMAT_OPS = frozenset(
+    {
+        "builtin",
+        "len",
+        "shape",
+        "stride",
+        "copy",
+        "add",
+        "sub",
+        "mul",
+        "floordiv",
+        "mod",
+        "shl",
+        "shr",
+        "and",
+        "or",
+        "xor",
+        "min",
+        "max",
+        "neg",
+        "not",
+        "lnot",
+        "land",
+        "lor",
+        "lt",
+        "le",
+        "gt",
+        "ge",
+        "eq",
+        "ne",
+        "cast",
+        "select",
+    }
+)
 
 
 class CCompiler(CStyleCompiler):
@@ -184,13 +222,13 @@ class CCompiler(CStyleCompiler):
     }
     BUILTINS = {
         "ABSOLUTE_POS": "(cube_pos * {NU}u + u)",
-        "ABSOLUTE_POS_X": "(cpx * {DX}u + u % {DX}u)",
-        "ABSOLUTE_POS_Y": "(cpy * {DY}u + u / {DX}u % {DY}u)",
-        "ABSOLUTE_POS_Z": "(cpz * {DZ}u + u / {DXY}u)",
+        "ABSOLUTE_POS_X": "(cpx * {DX}u + ux)",
+        "ABSOLUTE_POS_Y": "(cpy * {DY}u + uy)",
+        "ABSOLUTE_POS_Z": "(cpz * {DZ}u + uz)",
         "UNIT_POS": "u",
-        "UNIT_POS_X": "(u % {DX}u)",
-        "UNIT_POS_Y": "(u / {DX}u % {DY}u)",
-        "UNIT_POS_Z": "(u / {DXY}u)",
+        "UNIT_POS_X": "ux",
+        "UNIT_POS_Y": "uy",
+        "UNIT_POS_Z": "uz",
         "CUBE_POS": "cube_pos",
         "CUBE_POS_X": "cpx",
         "CUBE_POS_Y": "cpy",
@@ -249,9 +287,12 @@ class CCompiler(CStyleCompiler):
         has_ret = phased and any(isinstance(i, ir.Return) for i in ir.walk(k.body))
         first = _Emitter(self, k, where, dynamic, phased, has_ret, None, {})
         first.run()
-        cross = first.cross()
+        remat = first.rematerializable()
+        cross = first.cross() - remat
         regions = first.region_locals(cross)
         final = _Emitter(self, k, where, dynamic, phased, has_ret, cross, regions)
+        final.remat, final.eligible = remat, first.eligible
+        final.def_region, final.refs_first = first.def_region, first.refs
         body = final.run()
         src = self._assemble(k, slots, phased, has_ret, final, body)
         return CompiledSource(
@@ -266,6 +307,15 @@ class CCompiler(CStyleCompiler):
     def _assemble(
         self, k: ir.KernelIr, slots: list[Any], phased: bool, has_ret: bool, em: _Emitter, body: Lines
     ) -> str:
+        # cube-level declarations first: they may need vector typedefs of their own
+        per_unit = []
+        for v in sorted(em.cross_set, key=lambda v: v.id):
+            if v.kind == LOCAL_ARRAY:
+                per_unit.append(
+                    f"{self.storage_type(v.type.elem)} {self.name(v)}_pu[{k.units}][{v.size * v.type.width}];"
+                )
+            else:
+                per_unit.append(f"{em.rtype(v.type)} {self.name(v)}_pu[{k.units}];")
         out = Lines()
         out(f"/* ember cube kernel {k.name} -> {k.entry} */")
         out.out.append(PRELUDE.strip("\n"))
@@ -320,11 +370,8 @@ class CCompiler(CStyleCompiler):
                 f"{self.storage_type(sm.type.elem)} {self.name(sm)}[{sm.size * sm.type.width}] "
                 "__attribute__((aligned(64)));"
             )
-        for v in sorted(em.cross_set, key=lambda v: v.id):
-            if v.kind == LOCAL_ARRAY:
-                out(f"{self.storage_type(v.type.elem)} {self.name(v)}_pu[{nu}][{v.size * v.type.width}];")
-            else:
-                out(f"{self.reg_type(v.type)} {self.name(v)}_pu[{nu}];")
+        for decl in per_unit:
+            out(decl)
         for m in em.masks:
             out(f"uint8_t {m}[{nu}];")
         if has_ret:
@@ -360,9 +407,9 @@ def _size(ctype: str) -> int:
     }[ctype]
 
 
-class _Emitter:
-    """One rendering pass over the body. The first pass records in which regions each value
-    is used; the second knows which values are per-unit arrays and renders for real."""
+class _Emitter(Emitter):
+    """One rendering pass over the body, with the phase model. The first pass records in
+    which regions each value is used; the second knows which values are per-unit arrays."""
 
     def __init__(
         self,
@@ -375,27 +422,32 @@ class _Emitter:
         cross: set[Var] | None,
         regions: dict[int, list[Var]],
     ) -> None:
-        self.c = c
-        self.k = k
+        super().__init__(c, k, dynamic)
+        self.c: CCompiler = c
         self.where = where
-        self.dynamic = dynamic
         self.phased = phased
         self.has_ret = has_ret
-        self.recording = cross is None
         self.cross_set: set[Var] = cross or set()
         self.regions = regions
         self.refs: dict[Var, set[int]] = defaultdict(set)
         self.forced: set[Var] = set()
-        self.out = Lines()
         self.out.depth = 2
         self.region = -1
         self.n_regions = 0
         self.label = ""
         self.masks: list[str] = []
-        self.loops: list[tuple[str, ...]] = []
         self.vectors: dict[str, tuple[str, int]] = {}
         self.storage_vectors: dict[str, tuple[str, int]] = {}
         self.nu = k.units
+        # values recomputed in each region that reads them instead of stored per unit (pure,
+        # cheap functions of the unit's position, uniforms and metadata): filled for pass 2
+        self.remat: set[Var] = set()
+        self.eligible: set[Var] = set()
+        self.def_region: dict[Var, int] = {}
+        self.refs_first: dict[Var, set[int]] = {}
+        self.defs: dict[Var, ir.Op] = {
+            i.out: i for i in ir.walk(k.body) if isinstance(i, ir.Op) and i.out is not None
+        }
 
     # ---------------------------------------------------------------- bookkeeping
     def run(self) -> Lines:
@@ -422,6 +474,24 @@ class _Emitter:
         if v.kind in (SSA, LOCAL, LOCAL_ARRAY):
             self.refs[v].add(self.region)
 
+    def rematerializable(self) -> set[Var]:
+        """Values used in several regions that are cheap to recompute: builtins, metadata and
+        integer/bool arithmetic on them, constants and scalar parameters (never memory reads,
+        which a barrier may change, nor locals). Keeps e.g. ``row = CUBE_POS_Y * T + UNIT_POS_Y``
+        a register in every region instead of a per-unit array that blocks vectorisation."""
+        ok: set[Var] = set()
+        for v, op in sorted(self.defs.items(), key=lambda kv: kv[0].id):
+            if v in self.forced or op.op not in _REMAT_OPS or v.type.width != 1:
+                continue
+            if all(
+                isinstance(a, Const) or (isinstance(a, Var) and (a.kind in (SCALAR, ARRAY) or a in ok))
+                for a in op.args
+            ):
+                ok.add(v)
+        self.eligible = ok
+        return {v for v in ok if len(self.refs.get(v, ())) > 1}
+
+    # ---------------------------------------------------------------- hooks of the walker
     def ref(self, v: Var) -> str:
         self.note(v)
         name = self.c.name(v)
@@ -435,16 +505,7 @@ class _Emitter:
         self.forced.add(v)
         return f"{self.c.name(v)}_pu[{idx}]"
 
-    def val(self, a: Any, t: Type | None = None) -> str:
-        if isinstance(a, Const):
-            ty = a.type or t
-            lit = self.c.literal(a.value, ty.scalar())
-            if t is not None and t.width > 1 and (a.type is None or a.type.width == 1):
-                return self.broadcast(t, lit)
-            return lit
-        return self.ref(a)
-
-    def vt(self, t: Type) -> str:
+    def vector_type(self, t: Type) -> str:
         name = self.c.vector_type(t)
         self.vectors[name] = (self.c.scalar_type(t.elem) if t.elem.kind != BOOL else "uint8_t", t.width)
         return name
@@ -454,30 +515,49 @@ class _Emitter:
         self.storage_vectors[name] = (self.c.storage_type(t.elem), t.width)
         return name
 
-    def rtype(self, t: Type) -> str:
-        return self.c.scalar_type(t.elem) if t.width == 1 else self.vt(t)
-
     def broadcast(self, t: Type, scalar: str) -> str:
         elem = self.c.scalar_type(t.elem) if t.elem.kind != BOOL else "uint8_t"
-        return f"(({self.vt(t)}){{0}} + ({elem})({scalar}))"
+        return f"(({self.vector_type(t)}){{0}} + ({elem})({scalar}))"
+
+    def native_vector(self, op: str, t: Type) -> bool:
+        return op in _NATIVE_VECTOR or (op == "div" and t.elem.is_float)
 
     def define(self, v: Var, expr: str) -> None:
+        self.def_region.setdefault(v, self.region)
         if v in self.cross_set:
             self.out(f"{self.ref(v)} = {expr};")
         else:
             self.note(v)
-            self.out(f"const {self.rtype(v.type)} {self.c.name(v)} = {expr};")
+            super().define(v, expr)
 
     def declare(self, v: Var) -> str:
-        """Declare ``v`` for statement-form definitions; returns its lvalue."""
         if v not in self.cross_set:
             self.note(v)
-            self.out(f"{self.rtype(v.type)} {self.c.name(v)};")
+            self.out(self.decl_var(v.type, self.c.name(v)))
         return self.ref(v)
 
-    def meta_name(self, arr: Var, kind: str, d: int) -> str:
-        base = self.c.name(arr)[2:]
-        return f"m_{base}_len" if kind == "len" else f"m_{base}_{kind}{d}"
+    def emit_break(self) -> None:
+        top = self.loops[-1]
+        if top[0] == "c":
+            return super().emit_break()
+        _, ml, mc = top  # a cube-level loop: the unit leaves it
+        self.out(f"{{ {ml}[u] = 0; {mc}[u] = 0; goto {self.label}; }}")
+        return None
+
+    def emit_continue(self) -> None:
+        top = self.loops[-1]
+        if top[0] == "c":
+            return super().emit_continue()
+        _, _, mc = top  # a cube-level loop: the unit sits out the rest of this iteration
+        self.out(f"{{ {mc}[u] = 0; goto {self.label}; }}")
+        return None
+
+    def emit_return(self) -> None:
+        # the unit's work ends: skip to the end of its region (and of every later one)
+        self.out(f"{{ ret_u[u] = 1; goto {self.label}; }}" if self.has_ret else f"goto {self.label};")
+
+    def emit_collective(self, s: Any) -> None:  # pragma: no cover - regions take them first
+        raise AssertionError(f"{s!r} inside a unit loop")
 
     # ---------------------------------------------------------------- regions
     def new_region(self) -> int:
@@ -493,27 +573,68 @@ class _Emitter:
             parts.append("!ret_u[u]")
         return " && ".join(parts) if parts else "1"
 
-    def open_units(self, rid: int, start: str = "0", end: str | None = None) -> None:
-        self.out.open(f"for (uint32_t u = {start}; u < {end or f'{self.nu}u'}; ++u) {{")
+    def open_units(self, rid: int, start: str = "0", end: str | None = None) -> int:
+        """Open the loop over a cube's units; returns how many C loops to close.
+
+        A 2-D/3-D cube is a nest ``uz > uy > ux`` (``UNIT_POS_X`` is the innermost induction
+        variable: no div/mod per unit, and GCC can vectorise across x-units); a 1-D cube or a
+        sub-range (a plane) is one loop over the linear ``u``."""
+        x, y, z = self.k.cube_dim
+        o = self.out
+        if start != "0" or end is not None or (y == 1 and z == 1):
+            o.open(f"for (uint32_t u = {start}; u < {end or f'{self.nu}u'}; ++u) {{")
+            o("const uint32_t ux = u, uy = 0, uz = 0; (void)ux; (void)uy; (void)uz;")
+            n = 1
+        else:
+            n = 0
+            for name, extent in (("uz", z), ("uy", y)):
+                if extent > 1:
+                    o.open(f"for (uint32_t {name} = 0; {name} < {extent}u; ++{name}) {{")
+                    n += 1
+            o.open(f"for (uint32_t ux = 0; ux < {x}u; ++ux) {{")
+            n += 1
+            consts = [f"{name} = 0" for name, extent in (("uz", z), ("uy", y)) if extent == 1]
+            if consts:
+                o(f"const uint32_t {', '.join(consts)};")
+            o(f"const uint32_t u = ux + {x}u * (uy + {y}u * uz); (void)u;")
         for v in self.regions.get(rid, ()):
             if v.kind == LOCAL_ARRAY:
                 self.out(f"{self.c.storage_type(v.type.elem)} {self.c.name(v)}[{v.size * v.type.width}];")
             else:
                 zero = "{0}" if v.type.width > 1 else "0"
                 self.out(f"{self.rtype(v.type)} {self.c.name(v)} = {zero};")
+        if start == "0" and end is None:
+            self.rematerialize(rid)
+        return n
+
+    def rematerialize(self, rid: int) -> None:
+        """Recompute here the rematerialisable values this region reads but did not define."""
+        need = {v for v in self.remat if rid in self.refs_first.get(v, ()) and self.def_region.get(v) != rid}
+        todo = list(need)
+        while todo:  # with the values they are computed from
+            for a in self.defs[todo.pop()].args:
+                if isinstance(a, Var) and a in self.eligible and a not in need:
+                    need.add(a)
+                    todo.append(a)
+        for v in sorted(need, key=lambda v: v.id):
+            self.emit_op(self.defs[v])
+
+    def close_units(self, n: int) -> None:
+        for _ in range(n):
+            self.out.close()
 
     def unit_region(self, stmts: list[Any], mask: str | None) -> None:
         rid = self.new_region()
         label = f"r{rid}"
-        self.open_units(rid)
+        n = self.open_units(rid)
         guard = self.active(mask)
         if guard != "1":
             self.out(f"if (!({guard})) continue;")
         saved, self.label = self.label, label
-        self.unit_stmts(stmts)
+        self.stmts(stmts)
         self.label = saved
         self.out(f"{label}: ;")
-        self.out.close()
+        self.close_units(n)
         self.region = -1
 
     def new_mask(self) -> str:
@@ -542,18 +663,16 @@ class _Emitter:
         elif isinstance(s, ir.If):
             mt, me = self.new_mask(), self.new_mask() if s.orelse else None
             rid = self.new_region()
-            self.open_units(rid)
+            n = self.open_units(rid)
             self.out(f"const uint8_t act_ = {self.active(mask)};")
             self.out(f"const uint8_t c_ = act_ && ({self.val(s.cond)});")
             self.out(f"{mt}[u] = c_;" + (f" {me}[u] = act_ && !c_;" if me else ""))
-            self.out.close()
+            self.close_units(n)
             self.region = -1
             self.cube_block(s.then, mt)
             if me:
                 self.cube_block(s.orelse, me)
-        elif isinstance(s, ir.RangeLoop):
-            self.masked_loop(s, mask)
-        elif isinstance(s, ir.Loop):
+        elif isinstance(s, (ir.RangeLoop, ir.Loop)):
             self.masked_loop(s, mask)
         elif isinstance(s, ir.Block):
             self.cube_block(s.body, mask)
@@ -564,21 +683,21 @@ class _Emitter:
         ml, mc = self.new_mask(), self.new_mask()
         rng = isinstance(s, ir.RangeLoop)
         rid = self.new_region()
-        self.open_units(rid)
+        n = self.open_units(rid)
         self.out(f"{ml}[u] = {self.active(mask)};")
         if rng:
             self.out(f"if ({ml}[u]) {self.ref(s.var)} = {self.val(s.start)};")
-        self.out.close()
+        self.close_units(n)
         self.out.open("for (;;) {")
         self.out("uint8_t any_ = 0;")
         rid = self.new_region()
-        self.open_units(rid)
+        n = self.open_units(rid)
         if rng:
             self.out(f"if ({ml}[u]) {ml}[u] = {self.range_cond(s)};")
         ret = " && !ret_u[u]" if self.has_ret else ""
         self.out(f"{mc}[u] = {ml}[u]{ret};")
         self.out(f"any_ |= {mc}[u];")
-        self.out.close()
+        self.close_units(n)
         self.region = -1
         self.out("if (!any_) break;")
         self.loops.append(("masked", ml, mc))
@@ -586,20 +705,11 @@ class _Emitter:
         self.loops.pop()
         if rng:
             rid = self.new_region()
-            self.open_units(rid)
+            n = self.open_units(rid)
             self.out(f"if ({ml}[u]{ret}) {self.ref(s.var)} += {self.val(s.step, s.var.type)};")
-            self.out.close()
+            self.close_units(n)
             self.region = -1
         self.out.close()
-
-    def range_cond(self, s: ir.RangeLoop) -> str:
-        v, end, step = self.ref(s.var), self.val(s.end, s.var.type), s.step
-        if isinstance(step, Const):
-            return f"{v} < {end}" if step.value > 0 else f"{v} > {end}"
-        st = self.val(step)
-        if not s.var.type.elem.is_signed:
-            return f"{v} < {end}"
-        return f"({st} > 0 ? {v} < {end} : {v} > {end})"
 
     def plane_op(self, s: ir.Op, mask: str | None) -> None:
         P, nu = self.k.plane_size, self.nu
@@ -677,79 +787,7 @@ class _Emitter:
             )
             self.out(f"for (int l_ = 0; l_ < {t.width}; ++l_) {target}[l_] = {expr};")
 
-    # ---------------------------------------------------------------- statements in a unit loop
-    def unit_stmts(self, stmts: list[Any]) -> None:
-        for s in stmts:
-            self.unit_stmt(s)
-
-    def unit_stmt(self, s: Any) -> None:
-        o = self.out
-        if isinstance(s, ir.Op):
-            self.emit_op(s)
-        elif isinstance(s, ir.Assign):
-            o(f"{self.ref(s.out)} = {self.assigned(s.out.type, s.value)};")
-        elif isinstance(s, ir.Store):
-            self.store(s.array, s.index, s.value)
-        elif isinstance(s, ir.If):
-            o.open(f"if ({self.val(s.cond)}) {{")
-            self.unit_stmts(s.then)
-            if s.orelse:
-                o.close("} else {")
-                o.depth += 1
-                self.unit_stmts(s.orelse)
-            o.close()
-        elif isinstance(s, ir.RangeLoop):
-            v = self.ref(s.var)
-            step = self.val(s.step, s.var.type)
-            o.open(f"for ({v} = {self.val(s.start, s.var.type)}; {self.range_cond(s)}; {v} += {step}) {{")
-            self.loops.append(("c",))
-            self.unit_stmts(s.body)
-            self.loops.pop()
-            o.close()
-        elif isinstance(s, ir.Loop):
-            o.open("for (;;) {")
-            self.loops.append(("c",))
-            self.unit_stmts(s.body)
-            self.loops.pop()
-            o.close()
-        elif isinstance(s, (ir.Break, ir.Continue)):
-            top = self.loops[-1]
-            brk = isinstance(s, ir.Break)
-            if top[0] == "c":
-                o("break;" if brk else "continue;")
-            else:
-                _, ml, mc = top
-                o(
-                    f"{{ {ml}[u] = 0; {mc}[u] = 0; goto {self.label}; }}"
-                    if brk
-                    else f"{{ {mc}[u] = 0; goto {self.label}; }}"
-                )
-        elif isinstance(s, ir.Return):
-            o(f"{{ ret_u[u] = 1; goto {self.label}; }}" if self.has_ret else f"goto {self.label};")
-        elif isinstance(s, ir.Block):
-            o.open("{")
-            self.unit_stmts(s.body)
-            o.close()
-            o(f"x{s.label}: ;")
-        elif isinstance(s, ir.Exit):
-            o(f"goto x{s.label};")
-        else:  # pragma: no cover - collectives never reach a unit loop
-            raise AssertionError(f"{s!r} inside a unit loop")
-
-    def assigned(self, t: Type, value: Any) -> str:
-        if isinstance(value, Const):
-            return self.val(value, t)
-        v = self.ref(value)
-        if t.width > 1 and value.type.width == 1:
-            return self.broadcast(t, v)
-        return v
-
     # ---------------------------------------------------------------- memory
-    def ptr(self, arr: Var) -> str:
-        if arr.kind == LOCAL_ARRAY:
-            return self.ref(arr)
-        return self.c.name(arr)
-
     def load_scalar(self, e: Elem, p: str, i: str) -> str:
         if e is f16:
             return f"(float){p}[{i}]"
@@ -774,9 +812,6 @@ class _Emitter:
             return None
         limit = self.meta_name(arr, "len", 0) if arr.kind == ARRAY else f"{arr.size}u"
         return f"((size_t)({i}) < (size_t){limit})"
-
-    def zero(self, t: Type) -> str:
-        return f"({self.vt(t)}){{0}}" if t.width > 1 else f"({self.c.scalar_type(t.elem)})0"
 
     def load(self, out: Var, arr: Var, idx: Any) -> None:
         t = arr.type
@@ -818,85 +853,12 @@ class _Emitter:
         v = self.assigned(t, value)
         self.out(f"*({self.svt(t)} *)({p} + (size_t)({i}) * {t.width}) = {v};")
 
-    # ---------------------------------------------------------------- ops
-    def lane_val(self, a: Any, t: Type | None = None) -> str:
-        v = self.val(a, None if isinstance(a, Const) and a.type is not None else t)
-        w = a.type.width if a.type is not None else 1
-        return f"{v}[l_]" if w > 1 else v
-
-    def emit_op(self, s: ir.Op) -> None:
-        op, out, args = s.op, s.out, s.args
-        if op == "read":
-            return self.load(out, args[0], args[1])
-        if op in ("len", "shape", "stride"):
-            arr = args[0]
-            if op == "len" or isinstance(args[1], Const):
-                d = 0 if op == "len" else int(args[1].value)
-                return self.define(out, self.meta_name(arr, op, d))
-            base = self.dynamic[(op, arr.param)]
-            return self.define(out, f"(uint32_t)info[{base} + {self.val(args[1])}]")
-        if op == "builtin":
-            return self.define(out, self.c.builtin_expr(s.attrs[0], self.k))
-        if op in ir.ATOMIC_OPS:
-            arr, idx, v = args
-            e = arr.type.elem
-            tpl = self.c.ATOMIC[op]
-            tpl = tpl.get(e.kind) or tpl["*"]
-            p = f"&{self.ptr(arr)}[{self.val(idx)}]"
-            expr = tpl.format(st=self.c.storage_type(e), p=p, v=self.val(v, arr.type), s=self.c.suffix(e))
-            ok = self.in_bounds(arr, self.val(idx))
-            return self.define(out, expr if ok is None else f"({ok} ? {expr} : {self.zero(out.type)})")
-        if op == "lane_get":
-            return self.define(out, f"{self.val(args[0])}[{self.val(args[1])}]")
-        if op == "lane_set":
-            tgt = self.declare(out)
-            self.out(f"{tgt} = {self.val(args[0])};")
-            self.out(f"{tgt}[{self.val(args[1])}] = {self.val(args[2], out.type.scalar())};")
-            return None
-        if op == "line_fill":
-            return self.define(out, self.broadcast(out.type, self.val(args[0])))
-        if op in ("line_sum", "line_prod", "line_max", "line_min"):
-            t = args[0].type
-            comb = {"line_sum": "add", "line_prod": "mul", "line_max": "max", "line_min": "min"}[op]
-            tgt = self.declare(out)
-            x = self.val(args[0])
-            self.out(f"{tgt} = {x}[0];")
-            tpl = self.c.op_template(comb, t.elem, 2)
-            expr = tpl.format(a=tgt, b=f"{x}[l_]", t=self.c.scalar_type(t.elem), s=self.c.suffix(t.elem))
-            self.out(f"for (int l_ = 1; l_ < {t.width}; ++l_) {tgt} = {expr};")
-            return None
-        if op == "cast":
-            return self.elementwise(
-                out, args, lambda xs: self.cast_expr(args[0].type.elem, out.type.elem, xs[0])
-            )
-        if op == "bitcast":
-            if out.type.width > 1:
-                return self.define(out, f"({self.vt(out.type)})({self.val(args[0])})")
-            return self.define(out, f"EM_BITCAST({self.c.scalar_type(out.type.elem)}, {self.val(args[0])})")
-        types = [a.type for a in args]
-        if out.type.width == 1 and all(t.width == 1 for t in types):
-            vals = [self.val(a) for a in args]
-            return self.define(out, self.c.scalar_expr(op, out.type, types, vals))
-        if op in _NATIVE_VECTOR or (op == "div" and out.type.elem.is_float):
-            vals = [self.val(a) for a in args]
-            return self.define(out, self.c.scalar_expr(op, out.type, types, vals))
-        return self.elementwise(
-            out, args, lambda xs: self.c.scalar_expr(op, out.type.scalar(), [t.scalar() for t in types], xs)
-        )
-
-    def elementwise(self, out: Var, args: tuple[Any, ...], render: Any) -> None:
-        if out.type.width == 1:
-            return self.define(out, render([self.val(a) for a in args]))
-        tgt = self.declare(out)
-        expr = render([self.lane_val(a) for a in args])
-        self.out(f"for (int l_ = 0; l_ < {out.type.width}; ++l_) {tgt}[l_] = {expr};")
-        return None
-
-    def cast_expr(self, src: Elem, dst: Elem, x: str) -> str:
-        if dst.kind == BOOL:
-            return f"({x} != 0)"
-        if dst is f16:
-            return f"em_round_f16((float)({x}))"
-        if dst is bf16:
-            return f"em_round_bf16((float)({x}))"
-        return f"({self.c.scalar_type(dst)})({x})"
+    def atomic(self, s: ir.Op) -> None:
+        arr, idx, v = s.args
+        e = arr.type.elem
+        tpl = self.c.ATOMIC[s.op]
+        tpl = tpl.get(e.kind) or tpl["*"]
+        p = f"&{self.ptr(arr)}[{self.val(idx)}]"
+        expr = tpl.format(st=self.c.storage_type(e), p=p, v=self.val(v, arr.type), s=self.c.suffix(e))
+        ok = self.in_bounds(arr, self.val(idx))
+        self.define(s.out, expr if ok is None else f"({ok} ? {expr} : {self.zero(s.out.type)})")
