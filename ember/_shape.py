@@ -6,8 +6,9 @@ the hot helpers are memoised (shapes repeat endlessly in real programs).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

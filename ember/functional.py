@@ -4,7 +4,8 @@ take several tensors (``where``, ``cat``, ``stack``, ``pad``)."""
 from __future__ import annotations
 
 import builtins
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from . import _shape as S
 from . import dtype as dt

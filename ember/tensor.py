@@ -15,7 +15,8 @@ from __future__ import annotations
 import builtins
 import math
 from collections import namedtuple
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -1006,7 +1007,7 @@ class Tensor:
         shape = t.shape
         # (r0, n0, r1, n1, ...) broadcast then merged: tiles each dim like numpy.tile
         inter = []
-        for r, n in zip(reps, shape):
+        for n in shape:
             inter += [1, n]
         t = t.reshape(tuple(inter))
         big = []

@@ -22,9 +22,10 @@ import json
 import os
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 __all__ = ["SpanRecord", "capture", "span", "profile", "active", "current_parents"]
 

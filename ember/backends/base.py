@@ -22,7 +22,8 @@ The op tables below are the single list of ops; backends generate their methods 
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from .. import dtype as dt
 from ..errors import AutodiffError

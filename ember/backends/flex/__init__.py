@@ -9,7 +9,8 @@ precision (reductions, matmul), as the GPU kernels do.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
