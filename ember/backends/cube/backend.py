@@ -19,6 +19,10 @@ from ...cube.launch import CubeCount, CubeDim, lines
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from ..base import Backend
 from . import kernels
+from .elementwise import ElementwiseOps
+from .indexing import IndexOps
+from .matmul import MatmulOps
+from .reduce import ReduceOps
 
 __all__ = ["CubeBackend", "CubeTensor"]
 
@@ -33,7 +37,7 @@ def line_width(numel: int, itemsize: int, offset: int = 0) -> int:
     return 1
 
 
-class CubeBackend(Backend):
+class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
     eager = True  # launches run before the call returns (inline channel) or before any read
 
     def __init__(self, client: Any) -> None:
@@ -113,18 +117,6 @@ class CubeBackend(Backend):
         n = math.prod(p.shape)
         if n:
             self._launch_lines(kernels.cast_lines, n, src, out)
-        return out
-
-    # ----------------------------------------------------------------- linear algebra
-    def matmul(self, a: CubeTensor, b: CubeTensor) -> CubeTensor:
-        """Batched, batch dims broadcast (as expanded views: no copies)."""
-        batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
-        a = self.expand(a, batch + a.shape[-2:])
-        b = self.expand(b, batch + b.shape[-2:])
-        out = self._empty(batch + (a.shape[-2], b.shape[-1]), a.dtype)
-        n = math.prod(out.shape)
-        if n:
-            kernels.matmul_naive.launch(self.client, CubeCount.covering(n, _DIM), _DIM, a, b, out)
         return out
 
     # ----------------------------------------------------------------- layout

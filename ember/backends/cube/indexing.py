@@ -1,0 +1,9 @@
+"""Indexing and data-movement ops of the Cube backend."""
+
+from __future__ import annotations
+
+
+class IndexOps:
+    """Mixin of ``CubeBackend`` (``self`` has ``client``, ``_empty``, ``_launch_lines``,
+    ``contiguous`` and the other core methods of ``backend.py``)."""
+
