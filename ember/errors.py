@@ -59,3 +59,13 @@ class CompilationError(EmberError, RuntimeError):
 
 class OutOfMemoryError(EmberError, MemoryError):
     """A device allocation failed even after cached blocks were released."""
+
+
+def __getattr__(name: str) -> type:
+    # the kernel language's error lives with the language; re-exported here lazily so that
+    # importing ember.errors does not import the compiler
+    if name == "CubeSyntaxError":
+        from .cube.lang.errors import CubeSyntaxError
+
+        return CubeSyntaxError
+    raise AttributeError(f"module 'ember.errors' has no attribute {name!r}")

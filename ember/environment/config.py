@@ -100,6 +100,11 @@ _SPECS: dict[str, _Spec] = {
     "cpu.cflags": _Spec(
         "-O3 -march=native -fopenmp -fPIC -shared", "str", "flags of the cpu runtime's C compiler"
     ),
+    "cpu.channel": _Spec(
+        "inline", "choice", "how the cpu runtime reaches its DSD stage: inline (measured faster) | thread",
+        words=("inline", "thread"),
+    ),
+    "cube.checked": _Spec(False, "bool", "bounds-checked kernels (out-of-range reads give 0, writes drop)"),
 }
 
 # Short aliases of regular names; listed after the regular names, so an alias wins when both are set.

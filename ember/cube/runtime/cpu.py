@@ -238,17 +238,19 @@ class CpuServer:
     """Compiles and runs kernels for one CPU device; owns the in-process pipeline table."""
 
     def __init__(self, index: int = 0, channel: str | None = None, checked: bool | None = None) -> None:
+        from ...environment import config
+
         self.index = index
         self.toolchain = CToolchain()
         if checked is None:  # EMBER_CUBE_CHECKED=1: bounds-checked kernels, for debugging
-            checked = os.environ.get("EMBER_CUBE_CHECKED", "").strip().lower() in ("1", "true", "yes", "on")
+            checked = bool(config.get("cube.checked"))
         self.compiler = CCompiler(checked=checked)
         self.pipelines: dict[KernelId, CompiledKernel] = {}
         self._lock = threading.RLock()
         self.stage = f"DSD-cpu-{index}"
-        channel = channel or os.environ.get("EMBER_CPU_CHANNEL", "inline")
+        channel = channel or config.get("cpu.channel")
         if channel not in ("inline", "thread"):
-            raise ValueError(f"EMBER_CPU_CHANNEL must be inline or thread, got {channel!r}")
+            raise ValueError(f"cpu.channel (EMBER_CPU_CHANNEL) must be inline or thread, got {channel!r}")
         self.downstream: Channel = (
             ServiceThread(self.stage) if channel == "thread" else InlineChannel(self.stage)
         )
