@@ -34,10 +34,7 @@ _lock = threading.Lock()
 def get_default_device() -> Device:
     global _default_device
     if _default_device is None:
-        import os
-
-        env = os.environ.get("EMBER_DEVICE")
-        _default_device = Device.parse(env) if env else Device.flex()
+        _default_device = Device.default()
     return _default_device
 
 

@@ -108,16 +108,13 @@ class Device:
 
     @staticmethod
     def default() -> Device:
-        """``EMBER_DEVICE`` (e.g. ``flex``, ``cpu``, ``cuda:0``) if set, else the best
-        device whose runtime is available here."""
+        """``EMBER_DEVICE`` (e.g. ``flex``, ``cpu``, ``cuda:0``) if set, else Flex.
+
+        Flex stays the default until the JIT devices implement the whole op catalog with
+        fusion (eager per-op kernels lose to numpy on small tensors)."""
         env = os.environ.get("EMBER_DEVICE")
         if env:
             return Device.parse(env)
-        from .backends import dispatch
-
-        for cand in (Device.cuda(), Device.cpu()):
-            if dispatch.available(cand):
-                return cand
         return Device.flex()
 
     @staticmethod

@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import numpy as np
@@ -291,17 +290,6 @@ def test_other_runtimes_and_missing_compilers_are_typed_errors(tmp_path):
         {"EMBER_CPU_CC": "/nonexistent/cc", "EMBER_CACHE_DIR": str(tmp_path)},
     )
     assert "unavailable:" in out and "C compiler" in out
-
-
-def test_launch_overhead_of_a_cached_tiny_kernel_is_small():
-    x = dev_tensor(np.zeros(64, np.float32))
-    scale.launch(DEV, 1, 64, x, x, 2)
-    n = 3000
-    t0 = time.perf_counter()
-    for _ in range(n):
-        scale.launch(DEV, 1, 64, x, x, 2)
-    per = (time.perf_counter() - t0) / n
-    assert per < 60e-6, f"{per * 1e6:.1f} us per launch"  # the bench holds the 20 us goal
 
 
 def test_cache_switch_off_still_compiles_and_loads(tmp_path):
