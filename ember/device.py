@@ -86,6 +86,12 @@ class Device:
         return Device(("flex",))
 
     @staticmethod
+    def lazy_flex() -> Device:
+        """Flex behind the Fusion decorator: ops queue and run on read. No fused kernels
+        (numpy has none); it exists to check the lazy machinery against the reference."""
+        return Device(("fusion", ("flex",)))
+
+    @staticmethod
     def cpu(fusion: bool | None = None) -> Device:
         """Cube kernels compiled to C and run on this machine's cores."""
         return Device(("cube", "cpu", (), _fusion_default(fusion)))
@@ -208,6 +214,8 @@ def _describe(spec: tuple[Any, ...]) -> str:
     kind = spec[0]
     if kind == "flex":
         return "Flex(Cpu)"
+    if kind == "fusion":
+        return f"Fusion({_describe(spec[1])})"
     if kind == "autodiff":
         return f"Autodiff {{ device: {_describe(spec[1])}, checkpointing: {_CHECKPOINTING[spec[2]]} }}"
     runtime, args = spec[1], spec[2]

@@ -4,7 +4,7 @@
 ``slice`` for ints/slices, one ``reshape`` that drops int dims and inserts ``None`` dims,
 and, for tensor indices, a ``permute`` that brings the indexed dims to the front plus one
 ``index`` (then a permute back when the indexed dims were adjacent, as NumPy places them).
-Index values are checked on eager devices (a lazy device would have to drain to look).
+Index values are checked whenever they can be read without draining a lazy stream.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def _checked_indices(t: Tensor, idx: Tensor, n: int, what: str) -> Tensor:
         raise DTypeError(f"{what} indices must be an integer tensor, got {idx._dt}")
     if idx._dt is not dt.int64:
         idx = idx.to(dt.int64)
-    if not t._bk.eager or idx.numel() == 0:
+    if idx.numel() == 0 or not (t._bk.eager or t._bk.is_ready(idx._p)):
+        # a queued index is not read here (that would drain the stream); kernels never
+        # access memory out of bounds, but an out-of-range value is then not reported
         return idx
     a = np.asarray(idx.numpy())
     lo, hi = int(a.min()), int(a.max())

@@ -20,6 +20,8 @@ DEVICES: list[tuple[str, Callable[[], Device]]] = [
     ("flex", Device.flex),
     ("flex.autodiff", lambda: Device.flex().autodiff()),
     ("flex.autodiff.balanced", lambda: Device.flex().autodiff(checkpointing="balanced")),
+    ("flex.lazy", Device.lazy_flex),
+    ("flex.lazy.autodiff", lambda: Device.lazy_flex().autodiff()),
     ("cpu", Device.cpu),
     ("cpu.autodiff", lambda: Device.cpu().autodiff()),
 ]

@@ -117,6 +117,12 @@ class Backend:
     def sync(self) -> None:
         """Wait until every queued op of this backend has finished."""
 
+    def is_ready(self, p: Any) -> bool:
+        """Whether ``p``'s values can be read without running queued work (always, on an
+        eager backend). The Tensor API checks data-dependent arguments (index ranges) only
+        then, so validation never forces a lazy stream to drain."""
+        return True
+
     # ----------------------------------------------------------------- elementwise
     def cast(self, p: Any, dtype: dt.DType) -> Any:
         raise NotImplementedError

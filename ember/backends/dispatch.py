@@ -61,6 +61,10 @@ def _build(spec: tuple[Any, ...], device: Device) -> Backend:
         from .autodiff import Autodiff
 
         return Autodiff(_build(spec[1], device), checkpointing=spec[2])
+    if kind == "fusion":  # Fusion over a non-JIT backend: the lazy machinery over the reference
+        from .fusion import Fusion
+
+        return Fusion(_build(spec[1], device), stage=f"DSU-{spec[1][0]}-0")
     if kind == "cube":
         try:
             from . import cube

@@ -332,6 +332,9 @@ class Autodiff(Backend):
     def is_tracked(self, p: ADTensor) -> bool:
         return p.node is not None
 
+    def is_ready(self, p: ADTensor) -> bool:
+        return self.inner.is_ready(p.inner)
+
     def is_leaf(self, p: ADTensor) -> bool:
         return p.node is None or p.node.rule is None
 

@@ -1,0 +1,201 @@
+"""Fusion: a decorator that registers ops lazily and runs them, fused, when read.
+
+Every op of the catalog becomes "compute the output's shape and dtype, append an
+``OperationIr`` to the calling thread's stream, return a lazy ``FusionTensor``": nothing
+touches the device until a read (``into_data``), ``sync``, the queue limit, or a result
+crossing into another thread's stream drains the stream (``stream.Stream.drain``).
+Data uploads (``from_data``) are eager, as the seed's are.
+
+Elementwise composites (gelu, silu, ...) decompose into primitives here (the fusers see
+them); reduction composites (softmax, logsumexp, mean, var) stay one op each, so the inner
+backend's dedicated kernel runs them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ... import dtype as dt
+from ... import tracing
+from ..base import Backend
+from .ir import OperationIr, TensorIr
+from .shapes import RULES
+from .stream import Block, FusionStats, Plan, Stream
+
+__all__ = ["Fusion", "FusionTensor"]
+
+_ids = itertools.count(1)
+
+
+class FusionTensor:
+    """A lazy handle: shape and dtype now, ``value`` (the inner primitive) after a drain."""
+
+    __slots__ = ("id", "shape", "dtype", "stream", "value", "error", "__weakref__")
+
+    def __init__(self, id: int, shape: tuple[int, ...], dtype: dt.DType, stream: Stream | None,
+                 value: Any = None) -> None:
+        self.id = id
+        self.shape = shape
+        self.dtype = dtype
+        self.stream = stream
+        self.value = value
+        #: the exception of a failed drain that should have produced this value
+        self.error: BaseException | None = None
+
+    def __del__(self) -> None:
+        # a queued result dropped before its drain: its last use is in the queue, so the
+        # kernel that reads it last may write in place (set.add is atomic under the GIL)
+        s = self.stream
+        if s is not None and self.value is None:
+            s.dropped.add(self.id)
+
+    def __repr__(self) -> str:
+        state = "realised" if self.value is not None else "queued"
+        return f"FusionTensor(t{self.id}, {list(self.shape)}, {self.dtype.name}, {state})"
+
+
+class Fusion(Backend):
+    eager = False
+
+    def __init__(self, inner: Backend, fusers: Sequence[Any] = (), stage: str = "DSU-0-0",
+                 queue_limit: int | None = None) -> None:
+        self.inner = inner
+        self.name = f"fusion<{inner.name}>"
+        self.fusers = list(fusers)
+        self.stage = stage
+        if queue_limit is None:
+            from ...environment import config
+
+            queue_limit = int(config.get("fusion.queue_limit"))
+        self.queue_limit = queue_limit
+        #: relative op sequence -> plan (searched once per distinct sequence)
+        self.plans: dict[Any, Plan] = {}
+        self.stats = FusionStats()
+        self._local = threading.local()
+        self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
+        self._streams_lock = threading.Lock()
+        for op, rule in RULES.items():
+            method = self._lazy_op(op, rule)
+            method.__name__ = method.__qualname__ = op
+            setattr(self, op, method)
+
+    # ------------------------------------------------------------------ streams
+    def stream(self) -> Stream:
+        """The calling thread's stream on this backend."""
+        s = getattr(self._local, "stream", None)
+        if s is None:
+            s = self._local.stream = Stream(self, threading.current_thread().name)
+            with self._streams_lock:
+                self._streams.add(s)
+        return s
+
+    def _ir(self, a: Any, stream: Stream, inputs: list[TensorIr]) -> Any:
+        """The IR of one catalog argument, recording tensor inputs."""
+        if type(a) is FusionTensor:
+            if a.value is not None:
+                stream.consts[a.id] = a.value
+                stream.handles.setdefault(a.id, weakref.ref(a))
+            elif a.stream is not stream:
+                # a result queued on another thread (or lost to a failed drain): realise it first
+                stream.consts[a.id] = self.realise(a)
+                stream.handles.setdefault(a.id, weakref.ref(a))
+            t = TensorIr(a.id, a.shape, a.dtype)
+            inputs.append(t)
+            return t
+        if (type(a) is tuple or type(a) is list) and a and type(a[0]) is FusionTensor:
+            return type(a)(self._ir(x, stream, inputs) for x in a)
+        return a
+
+    def _register(self, op: str, args: tuple[Any, ...], shape: tuple[int, ...], dtype: dt.DType) -> FusionTensor:
+        stream = self.stream()
+        inputs: list[TensorIr] = []
+        ir_args = tuple(self._ir(a, stream, inputs) for a in args)
+        out = FusionTensor(next(_ids), shape, dtype, stream)
+        stream.ops.append(OperationIr(op, ir_args, tuple(inputs), (TensorIr(out.id, shape, dtype),)))
+        stream.handles[out.id] = weakref.ref(out)
+        if len(stream.ops) >= self.queue_limit:
+            stream.drain()
+        return out
+
+    def _lazy_op(self, op: str, rule: Callable[..., Any]) -> Callable[..., FusionTensor]:
+        register = self._register
+
+        def method(*args: Any) -> FusionTensor:
+            shape, dtype = rule(*args)
+            return register(op, args, shape, dtype)
+
+        return method
+
+    def is_ready(self, p: FusionTensor) -> bool:
+        return p.value is not None and self.inner.is_ready(p.value)
+
+    def realise(self, p: FusionTensor) -> Any:
+        """The inner primitive of ``p``, draining its stream if it is still queued."""
+        if p.value is None and p.stream is not None:
+            p.stream.drain()
+        if p.value is None:
+            from ...errors import EmberError
+
+            raise EmberError(f"the value of {p!r} was never computed: the queued work that produces it "
+                             f"failed ({type(p.error).__name__}: {p.error})") from p.error
+        return p.value
+
+    # ------------------------------------------------------------------ plans
+    def search(self, ops: list[OperationIr]) -> Plan:
+        """Split ``ops`` into blocks: at each position the fuser claiming the best-scoring
+        block wins; ops no fuser wants run unfused (consecutive ones share a block)."""
+        blocks: list[Block] = []
+        i, n = 0, len(ops)
+        while i < n:
+            best = None
+            for f in self.fusers:
+                claim = f.claim(ops, i)
+                if claim is not None and (best is None or claim[1] > best[1][1]):
+                    best = (f, claim)
+            if best is not None:
+                f, (stop, _score, data) = best
+                blocks.append(Block(i, stop, f, data))
+                i = stop
+                continue
+            if blocks and blocks[-1].fuser is None and blocks[-1].stop == i:
+                blocks[-1].stop = i + 1
+            else:
+                blocks.append(Block(i, i + 1))
+            i += 1
+        return Plan(blocks)
+
+    # ------------------------------------------------------------------ data
+    def dtype(self, p: FusionTensor) -> dt.DType:
+        return p.dtype
+
+    def from_data(self, array: Any, dtype: dt.DType) -> FusionTensor:
+        if tracing.active:
+            with tracing.span("from_data", layer="fusion"):
+                value = self.inner.from_data(array, dtype)
+        else:
+            value = self.inner.from_data(array, dtype)
+        return FusionTensor(next(_ids), tuple(value.shape), dtype, None, value)
+
+    def into_data(self, p: FusionTensor) -> Any:
+        if tracing.active:
+            with tracing.span("into_data", layer="fusion"):
+                return self.inner.into_data(self.realise(p))
+        return self.inner.into_data(self.realise(p))
+
+    def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> FusionTensor:
+        return self._register("full", (tuple(shape), value, dtype), tuple(shape), dtype)
+
+    def random(self, dist: str, shape: tuple[int, ...], dtype: dt.DType, seed: int, offset: int,
+               a: float, b: float) -> FusionTensor:
+        return self._register("random", (dist, tuple(shape), dtype, seed, offset, a, b), tuple(shape), dtype)
+
+    def sync(self) -> None:
+        with self._streams_lock:
+            streams = list(self._streams)
+        for s in streams:
+            s.drain()
+        self.inner.sync()

@@ -1,0 +1,77 @@
+"""The Fusion layer's IR: what a queued op is, as data the fusers can read.
+
+An ``OperationIr`` names its catalog op, its tensor inputs and outputs (``TensorIr``: id,
+shape, dtype, never the handle itself, so queuing an op keeps no tensor alive), the
+non-tensor arguments in catalog order, and per input a status: ``READ_ONLY``, or
+``READ_WRITE`` when this op is the input's last use (nothing later in the stream reads it
+and no Python handle is left), so a kernel may write its result into that buffer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ... import dtype as dt
+
+READ_ONLY = 0
+READ_WRITE = 1
+
+
+class TensorIr:
+    __slots__ = ("id", "shape", "dtype")
+
+    def __init__(self, id: int, shape: tuple[int, ...], dtype: dt.DType) -> None:
+        self.id = id
+        self.shape = shape
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"t{self.id}{list(self.shape)}:{self.dtype.name}"
+
+
+class OperationIr:
+    """One queued op. ``args`` is the catalog call with every tensor replaced by its
+    ``TensorIr`` (tuples of tensors stay tuples)."""
+
+    __slots__ = ("op", "args", "inputs", "outputs", "status")
+
+    def __init__(self, op: str, args: tuple[Any, ...], inputs: tuple[TensorIr, ...],
+                 outputs: tuple[TensorIr, ...]) -> None:
+        self.op = op
+        self.args = args
+        self.inputs = inputs
+        self.outputs = outputs
+        self.status: tuple[int, ...] = (READ_ONLY,) * len(inputs)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(f"{t!r}{'*' if s == READ_WRITE else ''}" for t, s in zip(self.inputs, self.status))
+        outs = ", ".join(repr(t) for t in self.outputs)
+        return f"{self.op}({ins}) -> {outs}"
+
+
+def _relative_arg(a: Any, ids: dict[int, int]) -> Any:
+    if type(a) is TensorIr:
+        return ("t", ids.setdefault(a.id, len(ids)), a.shape, a.dtype.name)
+    if type(a) is tuple or type(a) is list:
+        return tuple(_relative_arg(x, ids) for x in a)
+    if type(a) is slice:
+        return ("s", a.start, a.stop, a.step)
+    if type(a) is float or type(a) is int or type(a) is bool:
+        # scalars are runtime arguments of a plan, not part of its identity; their type is
+        return ("v", type(a).__name__)
+    if isinstance(a, dt.DType):
+        return a.name
+    return ("o", type(a).__name__)
+
+
+def relative_key(ops: list[OperationIr]) -> tuple[Any, ...]:
+    """The op sequence with tensor ids renumbered from zero in order of appearance and
+    scalar values blanked: equal keys mean the same plan applies (a training loop's step
+    has the same key every iteration)."""
+    ids: dict[int, int] = {}
+    key = []
+    for o in ops:
+        args = tuple(_relative_arg(a, ids) for a in o.args)
+        outs = tuple(_relative_arg(t, ids) for t in o.outputs)
+        key.append((o.op, args, outs, o.status))
+    return tuple(key)

@@ -1,0 +1,178 @@
+"""Streams: the per-thread queues of registered ops, and the drain that runs them.
+
+Registration appends an ``OperationIr`` to the calling thread's stream and returns. A drain
+(a read, ``sync``, the queue limit, or another stream needing a result) takes the queue,
+marks each input's last use, looks the *relative* op sequence up in the plan cache (a
+search runs only on a miss), then executes the plan block by block: a block a fuser took
+runs as one fused kernel, every other op through the inner backend's own method.
+
+Values live in an environment keyed by tensor id only while a drain runs; afterwards each
+result goes to its handle if the handle is still alive (a weak reference), so a dropped
+intermediate is never kept, and its buffer is free for an in-place write.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+from ... import tracing
+from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
+
+__all__ = ["Stream", "Plan", "Block", "FusionStats"]
+
+
+class Block:
+    """Consecutive ops of a plan, run by one fuser (``fuser`` None: op by op, unfused)."""
+
+    __slots__ = ("start", "stop", "fuser", "data")
+
+    def __init__(self, start: int, stop: int, fuser: Any = None, data: Any = None) -> None:
+        self.start = start
+        self.stop = stop
+        self.fuser = fuser
+        self.data = data  # what the fuser prepared at search time (e.g. its compiled kernel)
+
+    def __repr__(self) -> str:
+        name = getattr(self.fuser, "name", "unfused")
+        return f"Block({self.start}:{self.stop} {name})"
+
+
+class Plan:
+    __slots__ = ("blocks",)
+
+    def __init__(self, blocks: list[Block]) -> None:
+        self.blocks = blocks
+
+
+class FusionStats:
+    """Counters for tests and the inspector (per Fusion backend)."""
+
+    __slots__ = ("drains", "searches", "plan_hits", "fused_blocks", "unfused_ops", "last_blocks")
+
+    def __init__(self) -> None:
+        self.drains = 0
+        self.searches = 0
+        self.plan_hits = 0
+        self.fused_blocks = 0
+        self.unfused_ops = 0
+        #: (fuser name or "unfused", [op names]) of the last drain, in execution order
+        self.last_blocks: list[tuple[str, list[str]]] = []
+
+
+def _map_args(a: Any, env: dict[int, Any]) -> Any:
+    if type(a) is TensorIr:
+        return env[a.id]
+    if (type(a) is tuple or type(a) is list) and a and type(a[0]) is TensorIr:
+        return type(a)(env[t.id] for t in a)
+    return a
+
+
+class Stream:
+    """One thread's queue on one Fusion backend."""
+
+    def __init__(self, owner: Any, thread_name: str) -> None:
+        self.owner = owner
+        self.thread_name = thread_name
+        self.ops: list[OperationIr] = []
+        #: values of realised tensors the queued ops read (kept until the drain)
+        self.consts: dict[int, Any] = {}
+        #: handles of queued results, to receive their value after the drain
+        self.handles: dict[int, weakref.ref[Any]] = {}
+        #: ids whose Python handle was dropped while queued (their last use is in the queue)
+        self.dropped: set[int] = set()
+        self.lock = threading.RLock()
+
+    def drain(self) -> None:
+        with self.lock:
+            if not self.ops:
+                return
+            ops, self.ops = self.ops, []
+            consts, self.consts = self.consts, {}
+            handles, self.handles = self.handles, {}
+            dropped, self.dropped = self.dropped, set()
+            owner = self.owner
+            if tracing.active:
+                with tracing.span("drain", layer="fusion", ops=len(ops), stage=owner.stage, channel="inline"):
+                    self._run(ops, consts, handles, dropped)
+            else:
+                self._run(ops, consts, handles, dropped)
+
+    def _run(self, ops: list[OperationIr], consts: dict[int, Any], handles: dict[int, Any],
+             dropped: set[int]) -> None:
+        owner = self.owner
+        stats = owner.stats
+        stats.drains += 1
+        _mark_last_uses(ops, handles, dropped, consts)
+        key = relative_key(ops)
+        plan = owner.plans.get(key)
+        if plan is None:
+            stats.searches += 1
+            plan = owner.search(ops)
+            owner.plans[key] = plan
+        else:
+            stats.plan_hits += 1
+        env = consts
+        inner = owner.inner
+        stats.last_blocks = []
+        failure: BaseException | None = None
+        try:
+            for block in plan.blocks:
+                self._run_block(block, ops[block.start:block.stop], inner, env, stats)
+        except BaseException as e:
+            failure = e
+            raise
+        finally:
+            # results computed before a failure still reach their handles; the others
+            # remember the failure, so reading them raises instead of returning garbage
+            for tid, ref in handles.items():
+                h = ref()
+                if h is None:
+                    continue
+                if tid in env:
+                    h.value = env[tid]
+                elif failure is not None:
+                    h.stream = None
+                    h.error = failure
+
+    @staticmethod
+    def _run_block(block: Block, block_ops: list[OperationIr], inner: Any, env: dict[int, Any],
+                   stats: FusionStats) -> None:
+        try:
+            if block.fuser is not None:
+                stats.fused_blocks += 1
+                if tracing.active:
+                    with tracing.span("fuse", layer="fusion", fuser=block.fuser.name, ops=len(block_ops)):
+                        block.fuser.execute(inner, block_ops, block.data, env)
+                else:
+                    block.fuser.execute(inner, block_ops, block.data, env)
+            else:
+                stats.unfused_ops += len(block_ops)
+                for o in block_ops:
+                    env[o.outputs[0].id] = getattr(inner, o.op)(*(_map_args(a, env) for a in o.args))
+        except Exception as e:
+            names = ", ".join(o.op for o in block_ops)
+            e.add_note(f"ember: raised while executing the queued block [{names}] of a fusion stream")
+            raise
+        stats.last_blocks.append((getattr(block.fuser, "name", "unfused"), [o.op for o in block_ops]))
+
+
+def _mark_last_uses(ops: list[OperationIr], handles: dict[int, Any], dropped: set[int],
+                    consts: dict[int, Any]) -> None:
+    """READ_WRITE for an input read for the last time in the queue whose handle is gone."""
+    seen_later: set[int] = set()
+    for o in reversed(ops):
+        status = []
+        for t in o.inputs:
+            last = t.id not in seen_later and (
+                t.id in dropped or (t.id in handles and handles[t.id]() is None)
+            )
+            # an input read twice by this op is not free for writing either
+            if last and sum(1 for u in o.inputs if u.id == t.id) > 1:
+                last = False
+            status.append(READ_WRITE if last else 0)
+        o.status = tuple(status)
+        for t in o.inputs:
+            seen_later.add(t.id)
+

@@ -1,0 +1,133 @@
+"""The Fusion decorator's lazy machinery, checked over the reference backend (flex.lazy):
+registration, drains, plan cache, last-use statuses, threads, failures."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import ember
+from ember import Device, tracing
+from ember.backends.fusion import READ_ONLY, READ_WRITE, Fusion
+
+
+def fusion_of(dev: Device) -> Fusion:
+    b = dev.backend().inner
+    while not isinstance(b, Fusion):
+        b = b.inner
+    return b
+
+
+@pytest.fixture
+def dev() -> Device:
+    d = Device.lazy_flex()
+    d.sync()
+    return d
+
+
+def test_ops_only_register_until_a_read(dev: Device) -> None:
+    x = ember.randn(64, device=dev)
+    f = fusion_of(dev)
+    before = len(f.stream().ops)
+    with tracing.capture() as spans:
+        y = (x * 2.0 + 1.0).sin() * (-x * x).exp()
+        queued = len(f.stream().ops) - before
+        n_spans = len(spans)
+        out = y.numpy()
+    assert queued == 7 and n_spans == 0  # nothing ran, nothing traced, until the read
+    assert [s.name for s in spans][0] == "drain"
+    xv = x.numpy().astype(np.float64)
+    np.testing.assert_allclose(out, np.sin(xv * 2 + 1) * np.exp(-xv * xv), rtol=1e-5, atol=1e-6)
+    assert not f.stream().ops
+
+
+def test_identical_steps_search_once(dev: Device) -> None:
+    f = fusion_of(dev)
+    w = ember.randn(8, 4, device=dev)
+    w.numpy()
+    searches = f.stats.searches
+    hits = f.stats.plan_hits
+    for step in range(100):
+        x = ember.full((2, 8), float(step), device=dev)
+        y = (x @ w).relu().sum()
+        y.item()
+    assert f.stats.searches - searches == 1
+    assert f.stats.plan_hits - hits == 99
+
+
+def test_last_use_is_read_write_only_for_dropped_tensors(dev: Device) -> None:
+    f = fusion_of(dev)
+    x = ember.randn(16, device=dev)
+    x.numpy()
+    y = x * 2.0
+    z = y + 1.0  # y still alive: read-only
+    w = z * 3.0
+    del z  # dropped before the drain: w's read of z is its last use
+    stream = f.stream()
+    ops = list(stream.ops)
+    w.numpy()
+    status = {o.op: o.status for o in ops}
+    assert status["add_scalar"] == (READ_ONLY,)
+    assert status["mul_scalar"] in ((READ_ONLY,), (READ_WRITE,))
+    assert ops[-1].status == (READ_WRITE,)
+    assert y.numpy().shape == (16,)
+
+
+def test_each_thread_has_its_own_stream_and_shared_tensors_stay_correct(dev: Device) -> None:
+    base = ember.arange(10, device=dev, dtype=ember.float32) * 1.0  # queued on this thread
+    results: dict[str, list[float]] = {}
+
+    def work(name: str, k: float) -> None:
+        t = base * k + 1.0  # reads a tensor queued on another thread's stream
+        results[name] = t.tolist()
+
+    threads = [threading.Thread(target=work, args=(f"t{i}", float(i)), name=f"worker-{i}") for i in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for i in range(4):
+        assert results[f"t{i}"] == [j * i + 1.0 for j in range(10)]
+
+
+def test_queue_limit_drains(dev: Device) -> None:
+    f = fusion_of(dev)
+    limit = f.queue_limit
+    x = ember.zeros(4, device=dev)
+    drains = f.stats.drains
+    for _ in range(limit + 5):
+        x = x + 1.0
+    assert f.stats.drains - drains >= 1
+    assert len(f.stream().ops) < limit
+    assert x.tolist() == [float(limit + 5)] * 4
+
+
+def test_a_failing_block_is_named_and_other_results_survive(dev: Device) -> None:
+    x = ember.arange(20, device=dev, dtype=ember.float32).reshape(4, 5)
+    bad = ember.tensor([0, 9], device=dev) * 1  # queued: the range check cannot look at it
+    r = x.gather(0, bad.reshape(1, 2))
+    with pytest.raises(IndexError) as ei:
+        r.numpy()
+    assert any("queued block" in n and "gather" in n for n in getattr(ei.value, "__notes__", []))
+    assert x.tolist() == np.arange(20.0).reshape(4, 5).tolist()
+    with pytest.raises(ember.errors.EmberError, match="never computed"):
+        r.numpy()
+
+
+def test_backward_ops_are_registered_lazily_too() -> None:
+    dev = Device.lazy_flex().autodiff()
+    a = ember.randn(3, 4, device=dev, requires_grad=True)
+    a.numpy()
+    f = fusion_of(dev)
+    loss = (a * a).sum()
+    loss.backward()
+    assert len(f.stream().ops) > 0  # the backward pass queued its ops
+    np.testing.assert_allclose(a.grad.numpy(), 2 * a.numpy(), rtol=1e-6)
+
+
+def test_names_and_repr() -> None:
+    assert ember.backend_name(Device.lazy_flex()) == "dispatch<fusion<flex>>"
+    assert ember.backend_name(Device.lazy_flex().autodiff()) == "dispatch<autodiff<fusion<flex>>>"
+    assert repr(Device.lazy_flex()) == "Device<Fusion(Flex(Cpu))>"
