@@ -1,0 +1,226 @@
+"""Indexing and data-movement kernels of the Cube backend, in the kernel language.
+
+Conventions shared by every kernel here:
+
+* one unit per element of the *iteration shape* (the output for gathers, the index or the
+  values for scatters); the unit unravels its row-major position over that shape, one
+  div/mod per dim, unrolled because ``rank()`` is comptime;
+* every tensor is read and written through its own strides (``Tensor`` params), so no
+  input needs to be contiguous and broadcast operands arrive as zero-stride views;
+* index values are int64 already normalised to ``[0, n)`` by the Tensor API; they are
+  converted to ``u32`` (positions and metadata are ``u32`` in the kernel language);
+* strides are non-negative (``CubeTensor``'s invariant): reversed traversal (flip,
+  negative slice steps) is a per-dim *flip mask* applied to coordinates, never a negative
+  stride.
+
+Kernels are generic over the element type and specialised by rank (comptime) and by a few
+small comptime switches (``dim``, ``k``, ``add``, ``upper``), so one kernel serves every dtype.
+"""
+
+from __future__ import annotations
+
+from ...cube import ABSOLUTE_POS, Comptime, T, Tensor, atomic_add, cast, i64, kernel, select, u32
+
+
+@kernel
+def copy_view(src: Tensor[T], dst: Tensor[T], flips: u32, rows: u32, chunks: u32, k: Comptime[int]):
+    """dst[c] = src[c'] over dst's shape, where c'_d = n_d - 1 - c_d for the dims whose bit
+    is set in ``flips`` (bit d = dim d) and c'_d = c_d otherwise.
+
+    The workhorse of flip, cat, pad, slice_assign, negative-step slices and index stacking:
+    ``dst`` is usually a strided window of a fresh buffer, ``src`` any view (zero strides
+    broadcast it). Row-chunked: one unit per ``k`` consecutive elements of one row (rank >= 1;
+    ``rows`` = elements / last dim, ``chunks`` = ceil(last dim / k)), so the unravel's
+    divisions are paid once per chunk, not once per element."""
+    u = ABSOLUTE_POS
+    row = u // chunks
+    if row < rows:
+        r = dst.rank()
+        nl = dst.shape(r - 1)
+        c0 = (u % chunks) * k
+        rem = row
+        so = u32(0)
+        do = u32(0)
+        for d in range(r - 2, -1, -1):
+            n = dst.shape(d)
+            c = rem % n
+            rem = rem // n
+            do += c * dst.stride(d)
+            if (flips >> d) & 1 == 1:
+                c = n - 1 - c
+            so += c * src.stride(d)
+        sl = src.stride(r - 1)
+        dl = dst.stride(r - 1)
+        flip_last = (flips >> (r - 1)) & 1 == 1
+        for t in range(k):
+            cl = c0 + t
+            if cl < nl:
+                sc = nl - 1 - cl if flip_last else cl
+                dst[do + cl * dl] = src[so + sc * sl]
+
+
+@kernel
+def gather_dim(
+    src: Tensor[T], index: Tensor[i64], out: Tensor[T], dim: Comptime[int], rows: u32, chunks: u32, k: Comptime[int]
+):
+    """out[c] = src[c with c_dim replaced by index[c]] over index's shape (== out's shape).
+
+    The index may be smaller than ``src`` on the other dims (torch's gather): those
+    coordinates simply address the leading part of ``src``. index_select is this kernel
+    with a zero-stride (expanded) 1-D index. Row-chunked like ``copy_view``."""
+    u = ABSOLUTE_POS
+    row = u // chunks
+    if row < rows:
+        r = out.rank()
+        nl = out.shape(r - 1)
+        c0 = (u % chunks) * k
+        rem = row
+        so = u32(0)
+        io = u32(0)
+        oo = u32(0)
+        for d in range(r - 2, -1, -1):
+            n = out.shape(d)
+            c = rem % n
+            rem = rem // n
+            io += c * index.stride(d)
+            oo += c * out.stride(d)
+            if d != dim:
+                so += c * src.stride(d)
+        for t in range(k):
+            cl = c0 + t
+            if cl < nl:
+                s = so + cast(index[io + cl * index.stride(r - 1)], u32) * src.stride(dim)
+                if dim != r - 1:
+                    s += cl * src.stride(r - 1)
+                out[oo + cl * out.stride(r - 1)] = src[s]
+
+
+@kernel
+def scatter_dim(index: Tensor[i64], src: Tensor[T], out: Tensor[T], dim: Comptime[int], add: Comptime[bool]):
+    """For every c in index's shape: out[c with c_dim = index[c]] = src[c] (or += with
+    ``add``, through an atomic so repeated targets sum up).
+
+    ``out`` is a fresh copy of the input (tensors are values); ``src`` is read on the index's
+    extent only. Without ``add``, repeated targets keep one of the candidates (which one is
+    unspecified, as in torch)."""
+    i = ABSOLUTE_POS
+    if i < index.len():
+        rem = i
+        io = u32(0)
+        so = u32(0)
+        oo = u32(0)
+        for d in range(index.rank() - 1, -1, -1):
+            n = index.shape(d)
+            c = rem % n
+            rem = rem // n
+            io += c * index.stride(d)
+            so += c * src.stride(d)
+            if d != dim:
+                oo += c * out.stride(d)
+        oo += cast(index[io], u32) * out.stride(dim)
+        if add:
+            atomic_add(out, oo, src[so])
+        else:
+            out[oo] = src[so]
+
+
+@kernel
+def index_gather(
+    src: Tensor[T], idx: Tensor[i64], out: Tensor[T], k: Comptime[int], rows: u32, chunks: u32, w: Comptime[int]
+):
+    """Advanced indexing of src's leading ``k`` dims: ``idx`` has shape (k, *B) (the k
+    broadcast index tensors stacked), out has shape B + src.shape[k:] (rank >= 1), and
+    out[b, r] = src[idx[0, b], ..., idx[k-1, b], r]. Row-chunked (``w`` elements per unit)."""
+    u = ABSOLUTE_POS
+    row = u // chunks
+    if row < rows:
+        nb = idx.rank() - 1
+        r = out.rank()
+        nl = out.shape(r - 1)
+        c0 = (u % chunks) * w
+        rem = row
+        so = u32(0)
+        io = u32(0)
+        oo = u32(0)
+        for d in range(r - 2, -1, -1):
+            n = out.shape(d)
+            c = rem % n
+            rem = rem // n
+            oo += c * out.stride(d)
+            if d >= nb:
+                so += c * src.stride(d - nb + k)
+            else:
+                io += c * idx.stride(d + 1)
+        for t in range(w):
+            cl = c0 + t
+            if cl < nl:
+                s = so
+                i = io
+                if r - 1 >= nb:
+                    s += cl * src.stride(r - 1 - nb + k)
+                else:
+                    i += cl * idx.stride(r)
+                for j in range(k):
+                    s += cast(idx[i + j * idx.stride(0)], u32) * src.stride(j)
+                out[oo + cl * out.stride(r - 1)] = src[s]
+
+
+@kernel
+def index_scatter(values: Tensor[T], idx: Tensor[i64], out: Tensor[T], k: Comptime[int], add: Comptime[bool]):
+    """Inverse of ``index_gather``: for every (b, r) of values' shape B + R,
+    out[idx[0, b], ..., idx[k-1, b], r] = values[b, r] (or += atomically with ``add``)."""
+    i = ABSOLUTE_POS
+    if i < values.len():
+        nb = idx.rank() - 1
+        rem = i
+        vo = u32(0)
+        io = u32(0)
+        oo = u32(0)
+        for d in range(values.rank() - 1, -1, -1):
+            n = values.shape(d)
+            c = rem % n
+            rem = rem // n
+            vo += c * values.stride(d)
+            if d >= nb:
+                oo += c * out.stride(d - nb + k)
+            else:
+                io += c * idx.stride(d + 1)
+        for j in range(k):
+            oo += cast(idx[io + j * idx.stride(0)], u32) * out.stride(j)
+        if add:
+            atomic_add(out, oo, values[vo])
+        else:
+            out[oo] = values[vo]
+
+
+@kernel
+def tri(src: Tensor[T], out: Tensor[T], diagonal: i64, upper: Comptime[bool], rows: u32, chunks: u32, k: Comptime[int]):
+    """tril (keep col - row <= diagonal) or triu (``upper``: keep col - row >= diagonal) of
+    the last two dims, zeros elsewhere; batch dims ride along. Row-chunked like copy_view."""
+    u = ABSOLUTE_POS
+    row = u // chunks
+    if row < rows:
+        r = out.rank()
+        nl = out.shape(r - 1)
+        c0 = (u % chunks) * k
+        rem = row
+        so = u32(0)
+        oo = u32(0)
+        mrow = u32(0)
+        for d in range(r - 2, -1, -1):
+            n = out.shape(d)
+            c = rem % n
+            rem = rem // n
+            so += c * src.stride(d)
+            oo += c * out.stride(d)
+            if d == r - 2:
+                mrow = c
+        for t in range(k):
+            cl = c0 + t
+            if cl < nl:
+                delta = cast(cl, i64) - cast(mrow, i64)
+                if upper:
+                    keep = delta >= diagonal
+                else:
+                    keep = delta <= diagonal
+                out[oo + cl * out.stride(r - 1)] = select(keep, src[so + cl * src.stride(r - 1)], cast(0, T))
