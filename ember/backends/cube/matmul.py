@@ -1,28 +1,183 @@
-"""Matmul family of the Cube backend."""
+"""Matmul family of the Cube backend: candidates, their launchers and the static choice.
+
+``MATMUL_CANDIDATES`` lists every kernel family as a ``MatmulCandidate`` (name, launcher,
+validity predicate); the autotune issue benchmarks them. Until then ``choose`` picks one with
+a static heuristic:
+
+* ``naive`` for tiny products (``m * n * k <= 4096``): one launch, no packing buffers;
+  launch overhead dominates there (``ember info``'s 2x2 matmul, the conformance shapes);
+* ``blocked`` otherwise: the register-blocked, vectorised kernel (8 x 3W tiles, W = 16 f32
+  lanes; floats accumulate with ``cube.fma``: one rounding, one vector FMA per line).
+
+``blocked_muladd`` is the same kernel accumulating floats with a vector multiply and a vector
+add (two roundings). It exists because the fma form's speed depends on the C compiler: the C
+target emits a line fma as a per-lane ``fma()`` loop that the auto-vectoriser must turn into
+vector FMAs. gcc 12 on the project's machine (AMD EPYC, AVX-512) does: the inner loop is 24
+``vfmadd231ps zmm`` + 3 loads + 8 broadcasts, no spills. gcc 13 tuned for an AVX-512 Xeon
+prefers 256-bit vectors and splits the 16-lane loop badly (measured, 8 x 2W tiles, 1024², 2 cores:
+39 GFLOP/s with fma vs 122 with mul+add; with ``-mprefer-vector-width=512`` 156 vs 107).
+The mul+add form uses native vector operators, full width on every compiler. The autotune
+issue picks per machine; until then the static choice follows the project's machine.
+
+``tiled`` (shared memory) is never chosen on the CPU: its barriers cost per-unit spills
+there. It is the portable GPU-shaped candidate the autotuner may still pick on a runtime
+where shared memory is fast.
+
+Every launcher writes into ``out``, a contiguous (batch..., m, n) tensor, and takes ``a`` and
+``b`` already expanded to the output's batch dims (zero strides, no copies). Launchers never
+read ``out``, so tests can poison it.
+"""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from ...cube.launch import CubeCount, CubeDim
-from ...cube.runtime.tensor import CubeTensor
+from ... import dtype as dt
+from ...cube.launch import CubeCount, CubeDim, lines
+from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from . import kernels
+from .matmul_kernels import MR_MAX, matmul_blocked, matmul_tiled, pack_panels
+
+__all__ = ["MatmulOps", "MatmulCandidate", "MATMUL_CANDIDATES", "choose", "BLOCKED_MR", "TILE"]
 
 _DIM = CubeDim(256)
+_PACK_DIM = CubeDim(64)
+#: cube-level tile of ``matmul_tiled`` (TILE x TILE units per cube)
+TILE = 16
+#: rows of the register-blocked microkernel
+BLOCKED_MR = 8
+#: lines of W lanes per tile row (3 x 16 f32 lanes: 8 x 48 tiles, 24 accumulators of the 32
+#: AVX-512 registers, three B lines and one broadcast A value beside them)
+BLOCKED_NL = 3
+#: products up to this many multiply-adds run the naive kernel (a single launch)
+NAIVE_MAX_WORK = 4096
+
+
+@dataclass(frozen=True)
+class MatmulCandidate:
+    """One kernel family: ``launch(backend, a, b, out)`` and ``valid(a, b)``."""
+
+    name: str
+    launch: Callable[[Any, CubeTensor, CubeTensor, CubeTensor], None]
+    valid: Callable[[CubeTensor, CubeTensor], bool]
+
+
+def _dims(a: CubeTensor, b: CubeTensor) -> tuple[int, int, int, int]:
+    """(batch, m, k, n) of a launch (operands already expanded to a common batch)."""
+    return math.prod(a.shape[:-2]), a.shape[-2], a.shape[-1], b.shape[-1]
+
+
+def _launch_naive(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
+    n = math.prod(out.shape)
+    if n:
+        kernels.matmul_naive.launch(backend.client, CubeCount.covering(n, _DIM), _DIM, a, b, out)
+
+
+def _launch_tiled(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
+    batch, m, _, n = _dims(a, b)
+    if batch and m and n:
+        count = CubeCount(-(-n // TILE), -(-m // TILE), batch)
+        matmul_tiled.launch(backend.client, count, CubeDim(TILE, TILE), a, b, out, TILE)
+
+
+def blocked_line_width(dtype: dt.DType) -> int:
+    """Lines of 64 bytes of *register* type (half types compute in f32), at most 16 lanes."""
+    reg = 4 if dtype in (dt.float16, dt.bfloat16) else dtype.itemsize
+    return min(16, 64 // reg)
+
+
+def _pack(backend: Any, src: CubeTensor, width: int, rows: bool, batch_shape: tuple[int, ...]) -> CubeTensor:
+    """Packed panels of ``src`` (its own, un-broadcast batch dims), returned as a view
+    (batch_shape..., panels, k * width) with zero strides where ``src`` was broadcast."""
+    r, c = src.shape[-2:]
+    p_len, k = (r, c) if rows else (c, r)
+    panels = -(-p_len // width)
+    own = tuple(1 if st == 0 else s for s, st in zip(src.shape[:-2], src.strides[:-2]))
+    # the un-broadcast operand: stride-0 batch dims collapse to one entry
+    src = src.with_layout(own + src.shape[-2:], src.strides, src.offset)
+    shape = own + (panels, k * width)
+    packed = backend._empty(shape, src.dtype)
+    units = math.prod(shape) // width  # one unit per (batch, panel, k): width elements
+    pack_panels.launch(backend.client, CubeCount.covering(units, _PACK_DIM), _PACK_DIM, src, packed, width, rows)
+    strides = tuple(0 if o == 1 and s != 1 else st for o, s, st in zip(own, batch_shape, packed.strides))
+    return packed.with_layout(tuple(batch_shape) + shape[-2:], strides + packed.strides[-2:], 0)
+
+
+def _blocked(mr: int, nl: int, fma: bool) -> Callable[[Any, CubeTensor, CubeTensor, CubeTensor], None]:
+    """The register-blocked launcher with tiles of ``mr`` rows x ``nl`` lines (2 lines where
+    ``n`` fits in two: less padding for narrow outputs); ``fma``: float dtypes
+    accumulate with ``cube.fma`` (one rounding; the C target turns a line fma into a per-lane
+    loop the C compiler must vectorise) instead of a multiply and an add (native vector
+    operators on every C compiler, two roundings). Integers always multiply-add, exactly."""
+    assert 1 <= mr <= MR_MAX and nl in (2, 3)
+
+    def launch(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
+        batch, m, k, n = _dims(a, b)
+        if not (batch and m and n):
+            return
+        if k == 0:  # nothing to pack: the sum over an empty axis
+            backend._launch_lines(kernels.fill, math.prod(out.shape), out, extra=(_zero(out.dtype),))
+            return
+        w = blocked_line_width(a.dtype)
+        lanes = nl if n > 2 * w else 2
+        bshape = a.shape[:-2]
+        pa = _pack(backend, a, mr, True, bshape)
+        pb = _pack(backend, b, lanes * w, False, bshape)
+        count = CubeCount(-(-m // mr), -(-n // (lanes * w)), batch)
+        use_fma = fma and a.dtype.is_floating_point
+        matmul_blocked.launch(backend.client, count, CubeDim(1), pa, lines(pb, w), out, mr, lanes, use_fma)
+
+    return launch
+
+
+def _zero(dtype: dt.DType) -> Any:
+    return False if dtype is dt.bool_ else (0.0 if dtype.is_floating_point else 0)
+
+
+def _numeric(a: CubeTensor, b: CubeTensor) -> bool:
+    return a.dtype is not dt.bool_
+
+
+MATMUL_CANDIDATES: list[MatmulCandidate] = [
+    MatmulCandidate("naive", _launch_naive, _numeric),
+    MatmulCandidate("tiled", _launch_tiled, _numeric),
+    MatmulCandidate("blocked", _blocked(BLOCKED_MR, BLOCKED_NL, True), _numeric),
+    MatmulCandidate("blocked_muladd", _blocked(BLOCKED_MR, BLOCKED_NL, False), _numeric),
+]
+_BY_NAME = {c.name: c for c in MATMUL_CANDIDATES}
+
+
+def choose(a: CubeTensor, b: CubeTensor) -> MatmulCandidate:
+    """The static heuristic (see the module docstring)."""
+    _, m, k, n = _dims(a, b)
+    return _BY_NAME["naive" if m * n * k <= NAIVE_MAX_WORK else "blocked"]
 
 
 class MatmulOps:
     """Mixin of ``CubeBackend`` (``self`` has ``client``, ``_empty``, ``_launch_lines``,
     ``contiguous`` and the other core methods of ``backend.py``)."""
+
     def matmul(self, a: CubeTensor, b: CubeTensor) -> CubeTensor:
         """Batched, batch dims broadcast (as expanded views: no copies)."""
-        batch = tuple(max(x, y) for x, y in zip(a.shape[:-2], b.shape[:-2]))
-        a = self.expand(a, batch + a.shape[-2:])
-        b = self.expand(b, batch + b.shape[-2:])
-        out = self._empty(batch + (a.shape[-2], b.shape[-1]), a.dtype)
-        n = math.prod(out.shape)
-        if n:
-            kernels.matmul_naive.launch(self.client, CubeCount.covering(n, _DIM), _DIM, a, b, out)
+        if a.dtype is dt.bool_:
+            # logical: any(a & b) over k == (int sum of products) != 0; the casts copy the
+            # operands un-broadcast (before expand), the candidates have no bool kernels
+            c = self.matmul(self.cast(a, dt.int32), self.cast(b, dt.int32))
+            return self.cast(c, dt.bool_)
+        a, b, out = self._matmul_operands(a, b)
+        if out.numel:
+            choose(a, b).launch(self, a, b, out)
         return out
 
-
+    def _matmul_operands(self, a: CubeTensor, b: CubeTensor) -> tuple[CubeTensor, CubeTensor, CubeTensor]:
+        """``a`` and ``b`` expanded to the common batch, and a fresh contiguous output."""
+        batch = tuple(max(x, y) if min(x, y) else 0 for x, y in zip(a.shape[:-2], b.shape[:-2]))
+        a = self.expand(a, batch + a.shape[-2:])
+        b = self.expand(b, batch + b.shape[-2:])
+        shape = batch + (a.shape[-2], b.shape[-1])
+        out = self._empty(shape, a.dtype)
+        assert out.strides == contiguous_strides(shape)
+        return a, b, out
