@@ -1,9 +1,324 @@
-"""Reductions of the Cube backend."""
+"""Reductions of the Cube backend: sum, prod, max, min, all, any, mean over any set of dims;
+argmax/argmin; cumsum; softmax, log_softmax, logsumexp as single kernels.
+
+Layout (the kernels are in ``reduce_kernels.py``): the input is made contiguous, then the
+reduced dims are brought to one of two shapes with as few copies as possible:
+
+* the reduced dims (ignoring size-1 dims) form one consecutive block of the row-major
+  layout: the view ``(outer, K, inner)`` needs no copy. ``inner == 1`` takes the **rows** path
+  (reduced axis contiguous), ``inner > 1`` the **cols** path (reduced axis strided, each unit
+  owning output columns and walking K: coalesced reads).
+* otherwise (e.g. dims (0, 2) of a 3-d tensor): the kept dims are permuted to the front and
+  the reduced ones to the back, one layout copy, then the rows path on ``(outer, K)``.
+  A general strided path would save that copy but costs a div/mod unravel per element in
+  the hot loop; a copy is one streaming pass and only this rarer case pays it.
+
+Both paths split long reductions across cubes and fold the partials with a second launch of
+the same kernel (blocked accumulation: accuracy like numpy's pairwise sum, and parallelism
+when there are few output elements). Short rows (at most ``_UNIT_ROW_LINES`` lines; for
+softmax/argmax at most ``_UNIT_ROW_LEN`` elements) get one unit per row instead of a cube.
+
+argmax/argmin, softmax, log_softmax, logsumexp and cumsum index the (outer, K, inner) view
+directly (one cube, or one unit, per (outer, inner) row), so any single dim needs no copy.
+
+Kernels see ``units_serial`` (the runtime runs a cube's units one after another on one
+thread: the CPU runtime) and pick the memory order that streams on such a target; a GPU
+runtime gets the interleaved, coalesced order. Today that is read from the client's name;
+it belongs in the compiler's ``Capabilities`` (noted for the kernel-language owners).
+
+Dtypes: half types accumulate sum/prod/mean (and softmax family, cumsum) in float32 and round
+once at the end; max/min stay in their own type (exact). ``all``/``any`` (any dtype) are
+min/max over the input cast to bool, read as uint8 (a bool is one byte 0/1), as are max/min of
+bool tensors.
+"""
 
 from __future__ import annotations
+
+import math
+from typing import Any
+
+from ... import dtype as dt
+from ...cube.launch import CubeCount, CubeDim, lines
+from ...cube.runtime.tensor import CubeTensor, contiguous_strides
+from . import reduce_kernels as rk
+
+_HALF = (dt.float16, dt.bfloat16)
+_SMALL, _BIG = CubeDim(32), CubeDim(256)  # one plane / eight planes: two cube sizes only
+#: most lines one unit folds serially in the rows path (a cube then covers 16384 lines)
+_SPAN_ROWS = 64
+#: fewest rows of the reduced axis a cube walks in the cols path, and the cubes we aim for
+_SPAN_COLS = 64
+_TARGET_CUBES = 16
+#: rows this short (in lines, for reductions; in elements, for softmax/arg) get one unit each:
+#: cooperating units would mostly idle, and each cube costs a fold through shared memory
+_UNIT_ROW_LINES = 8
+_UNIT_ROW_LEN = 64
+#: on a serial-units target (CPU): one unit per row from this many rows on, up to this length
+_SERIAL_MIN_ROWS = 1024
+_SERIAL_MAX_LEN = 1 << 14
+
+
+def _line_width(n: int, itemsize: int, offset: int) -> int:
+    for w in (16, 8, 4, 2):
+        if w * itemsize <= 64 and n % w == 0 and offset % w == 0:
+            return w
+    return 1
+
+
+def _identity(op: str, d: dt.DType) -> Any:
+    if op in ("sum", "mean"):
+        return 0.0 if d.is_floating_point else 0
+    if op == "prod":
+        return 1.0 if d.is_floating_point else 1
+    if d.is_floating_point:
+        return -math.inf if op == "max" else math.inf
+    if d is dt.uint8:
+        return 0 if op == "max" else 255
+    bits = 8 * d.itemsize - 1
+    return -(1 << bits) if op == "max" else (1 << bits) - 1
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
 
 
 class ReduceOps:
     """Mixin of ``CubeBackend`` (``self`` has ``client``, ``_empty``, ``_launch_lines``,
     ``contiguous`` and the other core methods of ``backend.py``)."""
 
+    # ----------------------------------------------------------------- catalog
+    def sum(self, p: CubeTensor, dims: tuple[int, ...], keepdim: bool) -> CubeTensor:
+        return self._reduce(p, dims, keepdim, "sum")
+
+    def prod(self, p: CubeTensor, dims: tuple[int, ...], keepdim: bool) -> CubeTensor:
+        return self._reduce(p, dims, keepdim, "prod")
+
+    def max(self, p: CubeTensor, dims: tuple[int, ...], keepdim: bool) -> CubeTensor:
+        return self._reduce(p, dims, keepdim, "max")
+
+    def min(self, p: CubeTensor, dims: tuple[int, ...], keepdim: bool) -> CubeTensor:
+        return self._reduce(p, dims, keepdim, "min")
+
+    def mean(self, p: CubeTensor, dims: tuple[int, ...], keepdim: bool) -> CubeTensor:
+        return self._reduce(p, dims, keepdim, "mean")
+
+    def all(self, p: CubeTensor, dims: tuple[int, ...], keepdim: bool) -> CubeTensor:
+        return self._reduce(self.cast(p, dt.bool_), dims, keepdim, "min")
+
+    def any(self, p: CubeTensor, dims: tuple[int, ...], keepdim: bool) -> CubeTensor:
+        return self._reduce(self.cast(p, dt.bool_), dims, keepdim, "max")
+
+    def argmax(self, p: CubeTensor, dim: int, keepdim: bool) -> CubeTensor:
+        return self._arg(p, dim, keepdim, True)
+
+    def argmin(self, p: CubeTensor, dim: int, keepdim: bool) -> CubeTensor:
+        return self._arg(p, dim, keepdim, False)
+
+    def cumsum(self, p: CubeTensor, dim: int) -> CubeTensor:
+        d = p.dtype
+        acc = dt.float32 if d in _HALF else d
+        out = self._empty(p.shape, acc)
+        if p.numel:
+            x = self.contiguous(p)
+            outer, k, inner = _split3(p.shape, dim, dim)
+            rows = outer * inner
+            rk.cumsum_rows.launch(
+                self.client, CubeCount.covering(rows, _BIG), _BIG, x, out, rows, k, inner
+            )
+        return self.cast(out, d) if acc is not d else out
+
+    def softmax(self, p: CubeTensor, dim: int) -> CubeTensor:
+        return self._softmax(p, dim, "softmax")
+
+    def log_softmax(self, p: CubeTensor, dim: int) -> CubeTensor:
+        return self._softmax(p, dim, "log_softmax")
+
+    def logsumexp(self, p: CubeTensor, dims: tuple[int, ...], keepdim: bool) -> CubeTensor:
+        d = p.dtype
+        f = dt.float32 if d in _HALF else d
+        out_shape = _out_shape(p.shape, dims, keepdim)
+        x, outer, k, inner = self._grouped(p, dims)
+        rows = outer * inner
+        out = self._empty((rows,), f)
+        if rows:
+            if k == 0:
+                return self.full(out_shape, -math.inf, d)
+            self._launch_softmax(x, out, rows, k, inner, "logsumexp")
+        out = self.cast(out, d) if f is not d else out
+        return out.with_layout(out_shape, contiguous_strides(out_shape), out.offset)
+
+    # ----------------------------------------------------------------- helpers
+    @property
+    def _units_serial(self) -> bool:
+        # the CPU runtime runs the units of a cube one after another on one thread
+        return self.client.name == "cpu"
+
+    def _unit_rows_serial(self, rows: int, length: int) -> bool:
+        """Whether one unit per row beats one cube per row on a serial-units target: the
+        units of a cube share one thread there, so cooperating only adds the fold, as long as
+        there are rows enough for every thread (and rows short enough to stay accurate)."""
+        return self._units_serial and rows >= _SERIAL_MIN_ROWS and length <= _SERIAL_MAX_LEN
+
+    def _grouped(self, p: CubeTensor, dims: tuple[int, ...]) -> tuple[CubeTensor, int, int, int]:
+        """A contiguous tensor holding p's values as (outer, K, inner) with the reduced dims
+        in K (inner == 1 when a layout copy was needed to bring them together)."""
+        x = self.contiguous(p)
+        shape = p.shape
+        red = set(dims)
+        live = [i for i, n in enumerate(shape) if n != 1]
+        live_red = [i for i in live if i in red]
+        if not live_red:
+            return x, math.prod(shape), 1, 1
+        first, last = live_red[0], live_red[-1]
+        between = [i for i in live if first <= i <= last]
+        if between == live_red:  # one consecutive block: a view
+            outer = math.prod(shape[i] for i in live if i < first)
+            k = math.prod(shape[i] for i in live_red)
+            inner = math.prod(shape[i] for i in live if i > last)
+            return x, outer, k, inner
+        kept = [i for i in range(len(shape)) if i not in red]
+        order = tuple(kept + sorted(red))
+        y = self.contiguous(self.permute(x, order))
+        return y, math.prod(shape[i] for i in kept), math.prod(shape[i] for i in red), 1
+
+    def _reduce(self, p: CubeTensor, dims: tuple[int, ...], keepdim: bool, op: str) -> CubeTensor:
+        d = p.dtype
+        if d is dt.bool_:  # a bool is one byte 0/1: reduce it as uint8 (max = or, min = and)
+            p = _as(p, dt.uint8)
+        acc = dt.float32 if (d in _HALF and op in ("sum", "prod", "mean")) else p.dtype
+        out_shape = _out_shape(p.shape, dims, keepdim)
+        x, outer, k, inner = self._grouped(p, dims)
+        n_out = outer * inner
+        if k == 0 or n_out == 0:
+            # an empty reduction (max/min of empty is refused by the Tensor API); mean of
+            # nothing is 0/0
+            v = math.nan if op == "mean" else _identity(op, d if d is not dt.bool_ else dt.uint8)
+            out = self.full(out_shape, v, p.dtype)
+            return _as(out, d) if d is dt.bool_ else out
+        if k == 1:  # every output element is one input element (copied: a value of its own)
+            out = self.copy(x.with_layout((n_out,), (1,), x.offset))
+            if acc is not p.dtype:  # half sum/prod/mean: the same values, acc only widened
+                acc = p.dtype
+        elif inner == 1:
+            out = self._rows(x, outer, k, op, acc)
+        else:
+            out = self._cols(x, outer, k, inner, op, acc)
+        if acc is not p.dtype:
+            out = self.cast(out, p.dtype)
+        if d is dt.bool_:
+            out = _as(out, d)
+        return out.with_layout(out_shape, contiguous_strides(out_shape), out.offset)
+
+    def _rows(
+        self, x: CubeTensor, rows: int, k: int, op: str, acc: dt.DType, div: int = 0
+    ) -> CubeTensor:
+        """(rows,) = op over the contiguous rows of x viewed as (rows, k); ``mean`` divides
+        the sum by ``div`` (default k: partial passes keep the first pass's count)."""
+        div = div or k
+        w = _line_width(k, x.dtype.itemsize, x.offset)
+        row_lines = k // w
+        first_op = "sum" if op == "mean" else op
+        if row_lines <= _UNIT_ROW_LINES or self._unit_rows_serial(rows, row_lines):
+            out = self._empty((rows,), acc)
+            rk.reduce_rows.launch(
+                self.client, CubeCount.covering(rows, _BIG), _BIG, lines(x, w), out,
+                row_lines, 1, row_lines, _identity(first_op, acc),
+                float(div) if acc.is_floating_point else 1, first_op, op == "mean",
+                self._units_serial, True,
+            )
+            return out
+        dim = _SMALL if row_lines <= _SMALL.units * 8 else _BIG
+        span = max(1, min(_SPAN_ROWS, _cdiv(row_lines, dim.units)))
+        splits = _cdiv(row_lines, dim.units * span)
+        out = self._empty((rows * splits,), acc)
+        final = splits == 1
+        rk.reduce_rows.launch(
+            self.client, CubeCount.covering(rows * splits, 1), dim, lines(x, w), out,
+            row_lines, splits, span, _identity(first_op, acc), float(div) if acc.is_floating_point else 1,
+            first_op, op == "mean" and final, self._units_serial, False,
+        )
+        if final:
+            return out
+        return self._rows(out, rows, splits, op, acc, div)  # fold the partials
+
+    def _cols(
+        self, x: CubeTensor, outer: int, k: int, inner: int, op: str, acc: dt.DType, div: int = 0
+    ) -> CubeTensor:
+        """(outer, inner) = op over axis 1 of x viewed as (outer, k, inner) (``div``: as in
+        ``_rows``)."""
+        div = div or k
+        w = _line_width(inner, max(x.dtype.itemsize, acc.itemsize), x.offset)
+        inner_lines = inner // w
+        dim = _SMALL if inner_lines < 128 else _BIG
+        col_blocks = _cdiv(inner_lines, dim.units)
+        splits = max(1, min(_cdiv(k, _SPAN_COLS), _cdiv(_TARGET_CUBES, outer * col_blocks)))
+        span = _cdiv(k, splits)
+        splits = _cdiv(k, span)
+        out = self._empty((outer * splits * inner,), acc)
+        final = splits == 1
+        first_op = "sum" if op == "mean" else op
+        rk.reduce_cols.launch(
+            self.client, CubeCount.covering(outer * splits * col_blocks, 1), dim, lines(x, w),
+            lines(out, w), k, inner_lines, col_blocks, splits, span, _identity(first_op, acc),
+            float(div) if acc.is_floating_point else 1, first_op, op == "mean" and final,
+            self._units_serial,
+        )
+        if final:
+            return out
+        return self._cols(out, outer, splits, inner, op, acc, div)
+
+    def _arg(self, p: CubeTensor, dim: int, keepdim: bool, largest: bool) -> CubeTensor:
+        x = self.contiguous(p)
+        if x.dtype is dt.bool_:
+            x = _as(x, dt.uint8)
+        outer, k, inner = _split3(p.shape, dim, dim)
+        out_shape = _out_shape(p.shape, (dim,), keepdim)
+        rows = outer * inner
+        out = self._empty((rows,), dt.int64)
+        if rows:
+            unit_rows = k <= _UNIT_ROW_LEN or self._unit_rows_serial(rows, k)
+            cd = _BIG if unit_rows or k > _SMALL.units * 16 else _SMALL
+            count = CubeCount.covering(rows, cd if unit_rows else 1)
+            rk.arg_rows.launch(
+                self.client, count, cd, x, out, k, inner, _cdiv(k, cd.units), largest, unit_rows
+            )
+        return out.with_layout(out_shape, contiguous_strides(out_shape), 0)
+
+    def _softmax(self, p: CubeTensor, dim: int, mode: str) -> CubeTensor:
+        d = p.dtype
+        f = dt.float32 if d in _HALF else d
+        out = self._empty(p.shape, f)
+        outer, k, inner = _split3(p.shape, dim, dim)
+        rows = outer * inner
+        if rows and k:
+            self._launch_softmax(self.contiguous(p), out, rows, k, inner, mode)
+        return self.cast(out, d) if f is not d else out
+
+    def _launch_softmax(
+        self, x: CubeTensor, out: CubeTensor, rows: int, k: int, inner: int, mode: str
+    ) -> None:
+        unit_rows = k <= _UNIT_ROW_LEN or self._unit_rows_serial(rows, k)
+        cd = _BIG if unit_rows or k > _SMALL.units * 16 else _SMALL
+        rk.softmax_rows.launch(
+            self.client, CubeCount.covering(rows, cd if unit_rows else 1), cd, x, out, rows, k,
+            inner, _cdiv(k, cd.units), mode, unit_rows,
+        )
+
+
+def _as(p: CubeTensor, d: dt.DType) -> CubeTensor:
+    """The same bytes read as another dtype of the same size (bool <-> uint8)."""
+    return CubeTensor(p.client, p.buffer, p.shape, p.strides, p.offset, d)
+
+
+def _split3(shape: tuple[int, ...], first: int, last: int) -> tuple[int, int, int]:
+    return (
+        math.prod(shape[:first]),
+        math.prod(shape[first : last + 1]),
+        math.prod(shape[last + 1 :]),
+    )
+
+
+def _out_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> tuple[int, ...]:
+    if keepdim:
+        return tuple(1 if i in dims else n for i, n in enumerate(shape))
+    return tuple(n for i, n in enumerate(shape) if i not in dims)
