@@ -28,7 +28,7 @@ DEVICES: list[tuple[str, Callable[[], Device]]] = [
 
 #: devices still being brought up: they run only when EMBER_TEST_DEVICES names them
 #: explicitly (the Cube backend joins by default once it implements the whole catalog)
-PENDING: frozenset[str] = frozenset({"cpu", "cpu.autodiff"})
+PENDING: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
