@@ -269,7 +269,8 @@ class FlexBackend(Backend):
         return out.astype(p.dtype, copy=False)
 
     def log_softmax(self, p: np.ndarray, dim: int) -> np.ndarray:
-        return np.subtract(p, self.logsumexp(p, (dim,), True))
+        with np.errstate(all="ignore"):  # inf - inf = nan is the answer for an all-inf row
+            return np.subtract(p, self.logsumexp(p, (dim,), True))
 
     def softmax(self, p: np.ndarray, dim: int) -> np.ndarray:
         x = p.astype(_F32) if p.dtype in _HALF else p
