@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import errors, tracing
+from .backends.autodiff.mode import enable_grad, is_grad_enabled, no_grad
 from .creation import *  # noqa: F403
 from .creation import __all__ as _creation_all
 from .device import Device, DeviceKind
@@ -48,25 +49,6 @@ def backend_name(device: Device) -> str:
 def sync(device: Device | None = None) -> None:
     """Wait for every queued op of ``device`` (of the default device when None)."""
     (device or get_default_device()).sync()  # noqa: F405
-
-
-def no_grad() -> Any:
-    """Context manager: ops inside record no gradients."""
-    from .backends.autodiff import no_grad as _no_grad
-
-    return _no_grad()
-
-
-def enable_grad() -> Any:
-    from .backends.autodiff import enable_grad as _enable_grad
-
-    return _enable_grad()
-
-
-def is_grad_enabled() -> bool:
-    from .backends.autodiff import is_grad_enabled as _is
-
-    return _is()
 
 
 def __getattr__(name: str) -> Any:
