@@ -18,7 +18,7 @@ from . import _shape as S
 from . import dtype as dt
 from . import tracing
 from .device import Device
-from .tensor import Tensor, _make
+from .tensor import Tensor, _make, _scalar_for
 
 __all__ = [
     "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty", "arange", "linspace",
@@ -133,7 +133,7 @@ def full(size: Sequence[int], fill_value: Any, dtype: Any = None, device: Any = 
         fill_value = fill_value.item()
     d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(fill_value)
     bk = _device(device).backend()
-    v = float(fill_value) if d.is_floating_point else (bool(fill_value) if d is dt.bool_ else int(fill_value))
+    v = _scalar_for(d, fill_value)
     return _finish(_make(bk.full(shape, v, d), bk, d), requires_grad)
 
 
@@ -141,7 +141,7 @@ def _filled(value: float, size: tuple[Any, ...], dtype: Any, device: Any, requir
     shape = S.sizes_arg(size)
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     bk = _device(device).backend()
-    v = float(value) if d.is_floating_point else (bool(value) if d is dt.bool_ else int(value))
+    v = _scalar_for(d, value)
     return _finish(_make(bk.full(shape, v, d), bk, d), requires_grad)
 
 

@@ -306,9 +306,9 @@ class Tensor:
         """The values as a read-only numpy array (drains pending work on lazy devices)."""
         if tracing.active:
             with tracing.span("into_data", layer="tensor"):
-                a = self._bk.into_data(self._bk.detach(self._p))
+                a = self._bk.into_data(self._p)
         else:
-            a = self._bk.into_data(self._bk.detach(self._p))
+            a = self._bk.into_data(self._p)
         # numpy returns scalars for 0-d results: Flex primitives may be np.generic
         a = a.view() if type(a) is np.ndarray else np.asarray(a)
         a.flags.writeable = False
@@ -496,8 +496,7 @@ class Tensor:
     true_divide = divide = div
     multiply = mul
     subtract = sub
-    fmod_ = None  # not provided: use remainder
-    greater, less, greater_equal, less_equal, equal_elementwise = gt, lt, ge, le, eq
+    greater, less, greater_equal, less_equal = gt, lt, ge, le
 
     __add__, __radd__ = add, radd
     __sub__, __rsub__ = sub, rsub
@@ -905,8 +904,7 @@ class Tensor:
         return self.reshape(shape[:d] + inner + shape[d + 1:])
 
     def permute(self, *dims: Any) -> Tensor:
-        if len(dims) == 1 and not isinstance(dims[0], int | np.integer):
-            dims = tuple(dims[0])
+        dims = _flat(dims)
         if len(dims) != self.ndim:
             raise ShapeError(f"permute needs {self.ndim} dims for shape {self.shape}, got {dims}")
         axes = tuple(S.norm_dim(d, self.ndim) for d in dims)
@@ -942,8 +940,7 @@ class Tensor:
         return self.transpose(-2, -1)
 
     def expand(self, *sizes: Any) -> Tensor:
-        if len(sizes) == 1 and not isinstance(sizes[0], int | np.integer):
-            sizes = tuple(sizes[0])
+        sizes = _flat(sizes)
         shape = self.shape
         if len(sizes) < len(shape):
             raise ShapeError(f"expand to {tuple(sizes)} has fewer dimensions than the tensor's shape {shape}")
@@ -990,16 +987,14 @@ class Tensor:
         return _make(self._bk.reshape(self._p, shape[:d] + (1,) + shape[d:]), self._bk, self._dt)
 
     def flip(self, *dims: Any) -> Tensor:
-        if len(dims) == 1 and not isinstance(dims[0], int | np.integer):
-            dims = tuple(dims[0])
+        dims = _flat(dims)
         nd = S.norm_dims(dims, self.ndim)
         if not nd:
             return self
         return _make(self._bk.flip(self._p, nd), self._bk, self._dt)
 
     def repeat(self, *sizes: Any) -> Tensor:
-        if len(sizes) == 1 and not isinstance(sizes[0], int | np.integer):
-            sizes = tuple(sizes[0])
+        sizes = _flat(sizes)
         reps = tuple(int(s) for s in sizes)
         if len(reps) < self.ndim:
             raise ShapeError(f"repeat needs at least {self.ndim} sizes for shape {self.shape}, got {reps}")
@@ -1017,8 +1012,7 @@ class Tensor:
         return t.reshape(tuple(r * n for r, n in zip(reps, shape)))
 
     def tile(self, *sizes: Any) -> Tensor:
-        if len(sizes) == 1 and not isinstance(sizes[0], int | np.integer):
-            sizes = tuple(sizes[0])
+        sizes = _flat(sizes)
         sizes = (1,) * builtins.max(0, self.ndim - len(sizes)) + tuple(sizes)
         return self.repeat(sizes)
 
@@ -1141,6 +1135,12 @@ class Tensor:
         return (self.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
 
 
+def _flat(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``f(2, 3)`` and ``f((2, 3))`` both mean the sizes/dims (2, 3), as in PyTorch."""
+    if len(args) == 1 and not isinstance(args[0], int | np.integer):
+        return tuple(args[0])
+    return args
+
+
 def _raw(shape: tuple[Any, ...]) -> tuple[int, ...]:
-    flat = shape[0] if len(shape) == 1 and not isinstance(shape[0], int | np.integer) else shape
-    return tuple(int(s) for s in flat)
+    return tuple(int(s) for s in _flat(shape))
