@@ -131,6 +131,15 @@ def promote_types(a: DType, b: DType) -> DType:
     return _PROMOTE[(a, b)]
 
 
+def python_scalar(d: DType, s: Any) -> Any:
+    """``s`` as the Python scalar type that holds a value of dtype ``d``."""
+    if d.category == FLOAT:
+        return float(s)
+    if d is bool_:
+        return bool(s)
+    return int(s)
+
+
 def _scalar_dtype(v: Any) -> DType:
     t = type(v)
     if t is bool or t is np.bool_:

@@ -50,12 +50,7 @@ def _pyscalar(s: Any) -> Any:
     return s
 
 
-def _scalar_for(d: dt.DType, s: Any) -> Any:
-    if d.category == dt.FLOAT:
-        return float(s)
-    if d is dt.bool_:
-        return bool(s)
-    return int(s)
+_scalar_for = dt.python_scalar
 
 
 def _check_device(a: Tensor, b: Tensor) -> None:

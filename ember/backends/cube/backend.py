@@ -88,12 +88,7 @@ class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
         out = self._empty(shape, dtype)
         n = math.prod(shape)
         if n:
-            v = (
-                bool(value)
-                if dtype is dt.bool_
-                else (float(value) if dtype.is_floating_point else int(value))
-            )
-            self._launch_lines(kernels.fill, n, out, extra=(v,))
+            self._launch_lines(kernels.fill, n, out, extra=(dt.python_scalar(dtype, value),))
         return out
 
     def random(

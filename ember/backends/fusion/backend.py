@@ -96,11 +96,8 @@ class Fusion(Backend):
     def _ir(self, a: Any, stream: Stream, inputs: list[TensorIr]) -> Any:
         """The IR of one catalog argument, recording tensor inputs."""
         if type(a) is FusionTensor:
-            if a.value is not None:
-                stream.consts[a.id] = a.value
-                stream.handles.setdefault(a.id, weakref.ref(a))
-            elif a.stream is not stream:
-                # a result queued on another thread (or lost to a failed drain): realise it first
+            if a.value is not None or a.stream is not stream:
+                # realised, or queued on another thread (realise drains that stream first)
                 stream.consts[a.id] = self.realise(a)
                 stream.handles.setdefault(a.id, weakref.ref(a))
             t = TensorIr(a.id, a.shape, a.dtype)
