@@ -10,6 +10,7 @@ from typing import Any
 
 from . import errors, tracing
 from .backends.autodiff.mode import enable_grad, is_grad_enabled, no_grad
+from .backends.fusion.inspect import inspect_fusion
 from .creation import *  # noqa: F403
 from .creation import __all__ as _creation_all
 from .device import Device, DeviceKind
@@ -51,6 +52,13 @@ def sync(device: Device | None = None) -> None:
     (device or get_default_device()).sync()  # noqa: F405
 
 
+def from_dlpack(obj: Any) -> Tensor:
+    """An ember tensor sharing another framework's tensor (``__dlpack__``); see ``ember.dlpack``."""
+    from .dlpack import from_dlpack as _from_dlpack
+
+    return _from_dlpack(obj)
+
+
 def __getattr__(name: str) -> Any:
     # subpackages that pull in compilers and runtimes load on first use
     if name == "cube":
@@ -63,7 +71,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Tensor", "Device", "DeviceKind", "DType", "errors", "tracing", "profile", "backend_name", "sync",
+    "Tensor", "Device", "DeviceKind", "DType", "errors", "tracing", "profile", "backend_name", "sync", "inspect_fusion",
+    "from_dlpack",
     "no_grad", "enable_grad", "is_grad_enabled", "float32", "float16", "bfloat16", "float64", "int32",
     "int64", "uint8", "bool", "get_default_dtype", "set_default_dtype", "promote_types",
     *_creation_all, *_functional_all,

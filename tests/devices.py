@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import pytest
 
 from ember import Device
+from ember.device import DeviceKind
 
 DEVICES: list[tuple[str, Callable[[], Device]]] = [
     ("flex", Device.flex),
@@ -24,11 +25,20 @@ DEVICES: list[tuple[str, Callable[[], Device]]] = [
     ("flex.lazy.autodiff", lambda: Device.lazy_flex().autodiff()),
     ("cpu", Device.cpu),
     ("cpu.autodiff", lambda: Device.cpu().autodiff()),
+    ("cpu.eager", lambda: Device.cpu(fusion=False)),
+    ("cpu.eager.autodiff", lambda: Device.cpu(fusion=False).autodiff()),
+    # WGSL on a CPU Vulkan adapter (lavapipe: apt install mesa-vulkan-drivers; pip install wgpu)
+    ("wgpu.cpu", lambda: Device.wgpu(DeviceKind.cpu())),
+    # CUDA (NVIDIA GPU, cuda-bindings + NVRTC): skipped where no driver/GPU is found
+    ("cuda", Device.cuda),
+    ("cuda.autodiff", lambda: Device.cuda().autodiff()),
+    ("cuda.eager", lambda: Device.cuda(fusion=False)),
+    ("cuda.eager.autodiff", lambda: Device.cuda(fusion=False).autodiff()),
 ]
 
 #: devices still being brought up: they run only when EMBER_TEST_DEVICES names them
 #: explicitly (the Cube backend joins by default once it implements the whole catalog)
-PENDING: frozenset[str] = frozenset()
+PENDING: frozenset[str] = frozenset({"wgpu.cpu"})
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from ember import Device
 from ember.backends.cube import elementwise as EW
 from ember.backends.cube import elementwise_kernels as K
 
-DEV = Device.cpu()
+DEV = Device.cpu(fusion=False)
 BK = DEV.backend().inner  # the CubeBackend under Dispatch
 FLOATS = (ember.float64, ember.float32, ember.float16, ember.bfloat16)
 INTS = (ember.int64, ember.int32, ember.uint8)

@@ -17,7 +17,7 @@ import ember
 from ember import Device
 from ember.backends.cube import matmul as mm
 
-DEV = Device.cpu()
+DEV = Device.cpu(fusion=False)
 SENT = -12345
 CANDS = [c.name for c in mm.MATMUL_CANDIDATES]
 _BY_NAME = {c.name: c for c in mm.MATMUL_CANDIDATES}

@@ -19,7 +19,7 @@ from ember import Device
 from ember.backends.cube import kernels
 from ember.backends.cube.backend import CubeBackend
 
-DEV = Device.cpu()
+DEV = Device.cpu(fusion=False)
 
 
 @pytest.fixture(autouse=True)

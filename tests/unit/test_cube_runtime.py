@@ -22,7 +22,7 @@ from ember import Device, cube, tracing
 from ember.errors import CompilationError, DeviceUnavailableError
 
 REPO = Path(__file__).resolve().parents[2]
-DEV = Device.cpu()
+DEV = Device.cpu(fusion=False)
 
 
 def dev_tensor(a: np.ndarray) -> ember.Tensor:
@@ -122,7 +122,7 @@ import ember
 from ember import Device, cube, tracing
 from kmod_store import kbinop
 
-dev = Device.cpu()
+dev = Device.cpu(fusion=False)
 a = ember.tensor(np.arange(64, dtype=np.float32), device=dev)
 b = ember.tensor(np.ones(64, dtype=np.float32), device=dev)
 out = ember.zeros(64, device=dev)
@@ -283,7 +283,7 @@ def test_other_runtimes_and_missing_compilers_are_typed_errors(tmp_path):
         from ember import Device
         from ember.errors import DeviceUnavailableError
         try:
-            Device.cpu().init()
+            Device.cpu(fusion=False).init()
         except DeviceUnavailableError as e:
             print("unavailable:", e)
     """,
@@ -309,7 +309,7 @@ def test_cache_switch_off_still_compiles_and_loads(tmp_path):
         sys.path.insert(0, {str(tmp_path)!r})
         from ember import Device, tracing
         from kmod_nocache import k
-        dev = Device.cpu()
+        dev = Device.cpu(fusion=False)
         t = ember.zeros(8, device=dev)
         with tracing.capture() as spans:
             k.launch(dev, 1, 8, t)
@@ -361,7 +361,7 @@ def test_zero_dim_and_empty_tensors():
 
 
 def test_kernels_run_on_autodiff_device_tensors_and_flex_is_refused():
-    dev = Device.cpu().autodiff()
+    dev = Device.cpu(fusion=False).autodiff()
     x = ember.tensor(np.arange(6, dtype=np.float32), device=dev)
     out = ember.zeros(6, device=dev)
     scale.launch(dev, 1, 8, x, out, 4)

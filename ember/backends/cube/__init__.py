@@ -16,19 +16,35 @@ from .backend import CubeBackend, CubeTensor
 __all__ = ["build_backend", "CubeBackend", "CubeTensor"]
 
 
-def build_backend(spec: tuple[Any, ...], device: Device) -> CubeBackend:
-    _, runtime, args, _fusion = spec  # fusion joins in a later issue
-    if runtime != "cpu":
-        raise unavailable(
-            device,
-            f"the {runtime!r} runtime is not part of this build yet; Device.cpu() "
-            "runs cube kernels on this machine's cores",
-        )
-    from ...cube.runtime.client import get_client
-    from ...cube.runtime.cpu import ToolchainError
+def build_backend(spec: tuple[Any, ...], device: Device) -> Any:
+    """The backend a ``("cube", runtime, args, fusion)`` spec names: the Cube backend on the
+    runtime's client, behind the Fusion decorator unless fusion is off."""
+    _, runtime, args, fusion = spec
+    cube = CubeBackend(_client(runtime, args, device))
+    if not fusion:
+        return cube
+    from ..fusion import Fusion
+    from ..fusion.fusers import default_fusers
 
+    client = cube.client
+    return Fusion(cube, fusers=default_fusers(cube), stage=f"DSU-{client.runtime}-{client.index}")
+
+
+def _client(runtime: str, args: tuple[Any, ...], device: Device) -> Any:
+    from ...cube.runtime.client import RUNTIMES, get_client
+
+    if runtime not in RUNTIMES:
+        raise unavailable(device, f"no {runtime!r} runtime in this build ({', '.join(RUNTIMES)})")
+    if runtime == "cpu":
+        from ...cube.runtime.cpu import ToolchainError
+
+        try:
+            return get_client("cpu", 0)
+        except ToolchainError as e:
+            raise unavailable(device, f"no working C compiler for the cpu runtime: {e}") from None
     try:
-        client = get_client("cpu", 0)
-    except ToolchainError as e:
-        raise unavailable(device, f"no working C compiler for the cpu runtime: {e}") from None
-    return CubeBackend(client)
+        return get_client(runtime, args)
+    except ModuleNotFoundError as e:
+        if e.name and e.name.startswith("ember."):
+            raise unavailable(device, f"the {runtime!r} runtime is not part of this build yet") from None
+        raise unavailable(device, f"the {runtime!r} runtime needs a package that is not installed ({e})") from e

@@ -75,6 +75,8 @@ class Fusion(Backend):
         #: relative op sequence -> plan (searched once per distinct sequence)
         self.plans: dict[Any, Plan] = {}
         self.stats = FusionStats()
+        #: inspectors listening to drains (``inspect.inspect_fusion``)
+        self.recorders: list[Any] = []
         self._local = threading.local()
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._streams_lock = threading.Lock()

@@ -33,7 +33,7 @@ class OperationIr:
     """One queued op. ``args`` is the catalog call with every tensor replaced by its
     ``TensorIr`` (tuples of tensors stay tuples)."""
 
-    __slots__ = ("op", "args", "inputs", "outputs", "status")
+    __slots__ = ("op", "args", "inputs", "outputs", "status", "live")
 
     def __init__(self, op: str, args: tuple[Any, ...], inputs: tuple[TensorIr, ...],
                  outputs: tuple[TensorIr, ...]) -> None:
@@ -42,6 +42,9 @@ class OperationIr:
         self.inputs = inputs
         self.outputs = outputs
         self.status: tuple[int, ...] = (READ_ONLY,) * len(inputs)
+        #: per output: a Python handle is alive at the drain (the value must be produced
+        #: even when nothing in the queue reads it)
+        self.live: tuple[bool, ...] = (True,) * len(outputs)
 
     def __repr__(self) -> str:
         ins = ", ".join(f"{t!r}{'*' if s == READ_WRITE else ''}" for t, s in zip(self.inputs, self.status))
@@ -66,12 +69,12 @@ def _relative_arg(a: Any, ids: dict[int, int]) -> Any:
 
 def relative_key(ops: list[OperationIr]) -> tuple[Any, ...]:
     """The op sequence with tensor ids renumbered from zero in order of appearance and
-    scalar values blanked: equal keys mean the same plan applies (a training loop's step
-    has the same key every iteration)."""
+    scalar values blanked, with each input's status and each output's liveness: equal keys
+    mean the same plan applies (a training loop's step has the same key every iteration)."""
     ids: dict[int, int] = {}
     key = []
     for o in ops:
         args = tuple(_relative_arg(a, ids) for a in o.args)
         outs = tuple(_relative_arg(t, ids) for t in o.outputs)
-        key.append((o.op, args, outs, o.status))
+        key.append((o.op, args, outs, o.status, o.live))
     return tuple(key)

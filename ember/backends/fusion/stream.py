@@ -18,6 +18,7 @@ import weakref
 from typing import Any
 
 from ... import tracing
+from .indices import INDEX_OPS, checked_args
 from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
 
 __all__ = ["Stream", "Plan", "Block", "FusionStats"]
@@ -107,12 +108,21 @@ class Stream:
         _mark_last_uses(ops, handles, dropped, consts)
         key = relative_key(ops)
         plan = owner.plans.get(key)
+        recorders = owner.recorders
         if plan is None:
             stats.searches += 1
-            plan = owner.search(ops)
+            if tracing.active:
+                with tracing.span("search", layer="fusion", ops=len(ops)):
+                    plan = owner.search(ops)
+            else:
+                plan = owner.search(ops)
             owner.plans[key] = plan
+            for r in recorders:
+                r.searches += 1
         else:
             stats.plan_hits += 1
+            for r in recorders:
+                r.plan_hits += 1
         env = consts
         inner = owner.inner
         stats.last_blocks = []
@@ -124,6 +134,12 @@ class Stream:
             failure = e
             raise
         finally:
+            if recorders:
+                from .inspect import BlockRecord
+
+                drained = [BlockRecord(f, tuple(names)) for f, names in stats.last_blocks]
+                for r in recorders:
+                    r.drains.append(drained)
             # results computed before a failure still reach their handles; the others
             # remember the failure, so reading them raises instead of returning garbage
             for tid, ref in handles.items():
@@ -150,7 +166,10 @@ class Stream:
             else:
                 stats.unfused_ops += len(block_ops)
                 for o in block_ops:
-                    env[o.outputs[0].id] = getattr(inner, o.op)(*(_map_args(a, env) for a in o.args))
+                    args = tuple(_map_args(a, env) for a in o.args)
+                    if o.op in INDEX_OPS:
+                        args = checked_args(inner, o.op, args)
+                    env[o.outputs[0].id] = getattr(inner, o.op)(*args)
         except Exception as e:
             names = ", ".join(o.op for o in block_ops)
             e.add_note(f"ember: raised while executing the queued block [{names}] of a fusion stream")
@@ -160,7 +179,8 @@ class Stream:
 
 def _mark_last_uses(ops: list[OperationIr], handles: dict[int, Any], dropped: set[int],
                     consts: dict[int, Any]) -> None:
-    """READ_WRITE for an input read for the last time in the queue whose handle is gone."""
+    """READ_WRITE for an input read for the last time in the queue whose handle is gone;
+    ``live`` for an output whose handle still exists."""
     seen_later: set[int] = set()
     for o in reversed(ops):
         status = []
@@ -175,4 +195,5 @@ def _mark_last_uses(ops: list[OperationIr], handles: dict[int, Any], dropped: se
         o.status = tuple(status)
         for t in o.inputs:
             seen_later.add(t.id)
+        o.live = tuple(t.id in handles and handles[t.id]() is not None for t in o.outputs)
 

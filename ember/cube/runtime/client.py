@@ -82,13 +82,29 @@ class ComputeClient:
         return f"ComputeClient({self.runtime}:{self.index})"
 
 
-_clients: dict[tuple[str, int], ComputeClient] = {}
+_clients: dict[tuple[str, Any], Any] = {}
 _lock = threading.Lock()
 
 
-def get_client(runtime: str = "cpu", index: int = 0) -> ComputeClient:
-    """The client of a device, created on first use. Raises ToolchainError when the CPU
-    runtime has no working C compiler."""
+def _cpu_client(index: Any) -> ComputeClient:
+    server = CpuServer(index)
+    server.toolchain.ensure()
+    return ComputeClient("cpu", index, server, MemoryPool())
+
+
+#: runtime name -> "module:function" building its client from the device args; a runtime
+#: module is imported only when a device of it is first used (``import ember`` stays cheap)
+RUNTIMES: dict[str, str] = {
+    "cpu": "ember.cube.runtime.client:_cpu_client",
+    "cuda": "ember.cube.runtime.cuda:create_client",
+    "wgpu": "ember.cube.runtime.wgpu:create_client",
+}
+
+
+def get_client(runtime: str = "cpu", index: Any = 0) -> Any:
+    """The client of a device, created on first use (``index``: the runtime's device args,
+    hashable). Raises the runtime's own error when it cannot start (ToolchainError for a
+    CPU without a working C compiler)."""
     key = (runtime, index)
     c = _clients.get(key)
     if c is not None:
@@ -96,9 +112,11 @@ def get_client(runtime: str = "cpu", index: int = 0) -> ComputeClient:
     with _lock:
         c = _clients.get(key)
         if c is None:
-            if runtime != "cpu":
-                raise ValueError(f"no {runtime!r} runtime in this build (only cpu)")
-            server = CpuServer(index)
-            server.toolchain.ensure()
-            c = _clients[key] = ComputeClient(runtime, index, server, MemoryPool())
+            target = RUNTIMES.get(runtime)
+            if target is None:
+                raise ValueError(f"no {runtime!r} runtime in this build ({', '.join(RUNTIMES)})")
+            import importlib
+
+            mod, _, fn = target.partition(":")
+            c = _clients[key] = getattr(importlib.import_module(mod), fn)(index)
     return c

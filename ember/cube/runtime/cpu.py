@@ -237,6 +237,9 @@ def _private_dir() -> Path:
 class CpuServer:
     """Compiles and runs kernels for one CPU device; owns the in-process pipeline table."""
 
+    #: launches call the compiled C entry directly with ctypes arguments (launch.py)
+    ctypes_abi = True
+
     def __init__(self, index: int = 0, channel: str | None = None, checked: bool | None = None) -> None:
         from ...environment import config
 

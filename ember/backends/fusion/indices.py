@@ -1,0 +1,63 @@
+"""Index values a queued op reads, checked when the op runs.
+
+The Tensor API checks index tensors (range, negative wrap) where their values are known at
+the call; on a lazy device a queued index tensor is not read at the call (that would drain
+the stream), so the check happens here, at drain time, just before the inner backend's
+index op runs: an out-of-range value raises ``IndexOutOfRangeError`` from the read that
+drains (never a silently wrong result), negatives wrap once as in Python. The check reads
+the indices to the host (one small copy per queued index op); the eager path is unaffected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import dtype as dt
+from ...errors import IndexOutOfRangeError
+
+__all__ = ["INDEX_OPS", "checked_args"]
+
+
+def _fix(inner: Any, idx: Any, n: int, what: str) -> Any:
+    a = np.asarray(inner.into_data(idx))
+    if a.size == 0 or a.dtype.kind not in "iu":
+        return idx
+    lo, hi = int(a.min()), int(a.max())
+    if lo < -n or hi >= n:
+        bad = lo if lo < -n else hi
+        raise IndexOutOfRangeError(f"index {bad} is out of bounds for {what} of size {n}")
+    if lo < 0:
+        return inner.from_data(np.where(a < 0, a + n, a).astype(np.int64), dt.int64)
+    return idx
+
+
+def _dim_size(p: Any, d: int) -> int:
+    return p.shape[d] if len(p.shape) else 1
+
+
+def _along_dim(inner: Any, args: tuple[Any, ...], what: str) -> tuple[Any, ...]:
+    p, d, idx = args[0], args[1], args[2]
+    return (p, d, _fix(inner, idx, _dim_size(p, d), f"{what} along dim {d}"), *args[3:])
+
+
+def _per_dim(inner: Any, args: tuple[Any, ...], what: str) -> tuple[Any, ...]:
+    p, indices = args[0], args[1]
+    fixed = tuple(_fix(inner, t, p.shape[k], f"dim {k}") for k, t in enumerate(indices))
+    return (p, fixed, *args[2:])
+
+
+#: catalog op -> how its index arguments are checked
+INDEX_OPS: dict[str, Any] = {
+    "gather": lambda inner, a: _along_dim(inner, a, "gather"),
+    "scatter": lambda inner, a: _along_dim(inner, a, "scatter"),
+    "scatter_add": lambda inner, a: _along_dim(inner, a, "scatter"),
+    "index_select": lambda inner, a: _along_dim(inner, a, "index_select"),
+    "index": lambda inner, a: _per_dim(inner, a, "index"),
+    "index_put": lambda inner, a: _per_dim(inner, a, "index_put"),
+}
+
+
+def checked_args(inner: Any, op: str, args: tuple[Any, ...]) -> tuple[Any, ...]:
+    return INDEX_OPS[op](inner, args)
