@@ -16,8 +16,14 @@ nothing runs as Python at launch):
 * **Parameters**: ``cube.Array[E]`` (a buffer view: ``x[i]``, ``x.len()``, ``x.shape(d)``,
   ``x.stride(d)``, ``x.rank()``; ``x[i, j]`` indexes through the strides),
   ``cube.Array[cube.Line[E]]`` (lines of N elements, N chosen at launch with
-  ``cube.lines(t, N)``; ``x.len()`` counts lines), a scalar type ``E``, or
-  ``cube.Comptime[T]`` (a Python value that specialises the kernel).
+  ``cube.lines(t, N)``; ``x.len()`` counts lines), a scalar type ``E``,
+  ``cube.Comptime[T]`` (a Python value that specialises the kernel), or a sequence:
+  ``cube.Sequence[cube.Array[...]]`` (a tuple/list of tensors at launch, each its own buffer,
+  dtype, line width and rank; an ``ElemVar`` in the element annotation binds per element, read
+  it with ``cube.elem_of(xs[k])``) or ``cube.Sequence[cube.Scalar]`` (``(value, dtype)`` pairs;
+  ``cube.Sequence[cube.f32]`` takes plain values). In the kernel a sequence is a comptime
+  tuple: ``len(xs)``, ``xs[k]`` with a comptime ``k``, ``for x in xs:`` (unrolled). Its length
+  and element types are part of the KernelId.
 * **Types**: ``cube.f16 bf16 f32 f64 i8 i16 i32 i64 u8 u16 u32 u64 bool_``; generic
   ``cube.Float``, ``cube.Int``, ``cube.UInt``, ``cube.Numeric``, ``cube.T`` or your own
   ``cube.ElemVar("E", "float")``, bound at launch from the argument dtypes. Python literals
@@ -25,6 +31,11 @@ nothing runs as Python at launch):
   (``cube.cast(x, cube.f32)``, ``cube.f32(x)``, ``cube.bitcast``). ``acc: cube.f32 = 0``
   declares a typed variable; a variable set from a literal takes the type of its first use.
   Positions and metadata are ``u32``.
+* **Comptime containers**: tuples, lists and dicts exist at expansion and may hold runtime
+  values (registers): ``vals = []``, ``vals.append(v)``, ``vals[k]``, ``vals[k] = v`` with comptime
+  ``k`` (a runtime index is an error: use ``cube.LocalArray``). A list may change only under the
+  runtime ``if``/loop it was created in, and one holding values computed inside a runtime
+  ``if`` branch has no value after the ``if``.
 * **Statements**: assignment (also to ``x[i]`` and to a lane ``v[k]``), augmented assignment,
   ``if``/``elif``/``else``, ``for i in range(...)`` (unrolled when the bounds are comptime;
   ``cube.range(n, unroll=False)`` keeps a loop), ``for`` over comptime tuples (unrolled),
@@ -38,7 +49,8 @@ nothing runs as Python at launch):
   run at expansion (comptime evaluation).
 * **Positions**: ``ABSOLUTE_POS``, ``UNIT_POS``, ``CUBE_POS``, ``CUBE_COUNT`` (with ``_X/_Y/_Z``),
   ``UNIT_POS_PLANE``, ``PLANE_POS``; comptime ``CUBE_DIM`` (``_X/_Y/_Z``) and ``PLANE_DIM``.
-* **Lines**: ``cube.line(v, n)`` broadcasts, ``v[k]`` reads a lane, ``cube.line_sum/max/min/prod``.
+* **Lines**: ``cube.line(v, n)`` broadcasts, ``v[k]`` reads a lane, ``cube.line_sum/max/min/prod``,
+  ``cube.width_of(v)`` is the comptime width of a value (``cube.elem_of(v)`` its element type).
 * **Cube cooperation**: ``cube.SharedMemory(E, n, line=1)``, ``cube.LocalArray(E, n)``,
   ``cube.sync_cube()``, atomics (``cube.atomic_add(arr, i, v)`` and ``_sub _max _min
   _exchange``, returning the old value), plane ops (``plane_sum prod max min all any
@@ -65,6 +77,8 @@ from .types import (
     Int,
     Line,
     Numeric,
+    Scalar,
+    Sequence,
     T,
     Tensor,
     UInt,
@@ -101,6 +115,8 @@ __all__ = [
     "Tensor",
     "Line",
     "Comptime",
+    "Sequence",
+    "Scalar",
     "Elem",
     "ElemVar",
     "Float",

@@ -17,7 +17,7 @@ from typing import Any
 
 from .types import Elem
 
-__all__ = ["ArgSig", "KernelId", "stable_repr"]
+__all__ = ["ArgSig", "KernelId", "stable_repr", "flat_args"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,8 @@ class ArgSig:
 
     kind "array": ``elem``, ``width`` (line width), ``rank``, ``alias_of`` (index of an earlier
     array argument on the same buffer: the in-place mapping); "scalar": ``elem``;
-    "comptime": ``value``.
+    "comptime": ``value``; "sequence": ``value`` the tuple of its elements' ArgSigs (arrays or
+    scalars; an array element's ``alias_of`` counts arrays over all parameters, flattened).
     """
 
     kind: str
@@ -44,7 +45,22 @@ class ArgSig:
             return f"{self.name}: Array<{line}> {{ rank: {self.rank}{alias} }}"
         if self.kind == "scalar":
             return f"{self.name}: {self.elem.name}"
+        if self.kind == "sequence":
+            return f"{self.name}: Sequence[{'; '.join(a.describe() for a in self.value)}]"
         return f"{self.name}: Comptime({stable_repr(self.value)})"
+
+
+def flat_args(sigs: tuple[ArgSig, ...] | list[ArgSig]) -> list[tuple[int, int, ArgSig]]:
+    """Every parameter, sequences expanded into their elements: ``(param index, element index
+    or -1, ArgSig)``. A position in this list is the ``param`` number the IR and the compiled
+    kernel's info slots use, so a kernel without sequences numbers its parameters as before."""
+    out: list[tuple[int, int, ArgSig]] = []
+    for i, s in enumerate(sigs):
+        if s.kind == "sequence":
+            out.extend((i, k, e) for k, e in enumerate(s.value))
+        else:
+            out.append((i, -1, s))
+    return out
 
 
 def stable_repr(v: Any) -> str:
@@ -114,13 +130,14 @@ class KernelId:
         short = self.kernel.rsplit(".", 1)[-1]
         short = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", short).lower()
         short = re.sub(r"[^a-z0-9_]", "_", short).strip("_") or "kernel"
+        flat = [a for _, _, a in flat_args(self.args)]
         elems: list[str] = []
-        for a in self.args:
+        for a in flat:
             if a.kind == "array" and a.elem is not None and a.elem.name not in elems:
                 elems.append(a.elem.name)
         if not elems:
-            elems = [a.elem.name for a in self.args if a.kind == "scalar" and a.elem is not None][:1]
-        width = max((a.width for a in self.args if a.kind == "array"), default=1)
+            elems = [a.elem.name for a in flat if a.kind == "scalar" and a.elem is not None][:1]
+        width = max((a.width for a in flat if a.kind == "array"), default=1)
         parts = [short, *(e.rstrip("_") for e in elems), f"n{width}", self.digest()]
         return "_".join(parts)
 

@@ -19,9 +19,9 @@ import numpy as np
 from .. import dtype as dt
 from .. import tracing
 from ..errors import DTypeError, ShapeError
-from .kernel_id import ArgSig, KernelId, stable_repr
+from .kernel_id import ArgSig, KernelId, flat_args, stable_repr
 from .runtime.tensor import CubeTensor
-from .types import ArraySpec, Elem, ElemVar, bool_, elem_of_dtype, f32, i32
+from .types import ArraySpec, Elem, ElemVar, Scalar, bool_, elem_of_dtype, f32, i32
 
 if TYPE_CHECKING:  # the expander and compilers load at the first expansion, not at import
     from .compiler.base import InfoSlot
@@ -177,13 +177,24 @@ def _array_of(a: Any, name: str, numpy_ok: bool = True) -> Any:
     """The buffer view behind an argument: CubeTensor, ember Tensor, or (compile-only) numpy.
 
     Decorators' primitives (autodiff's) wrap the inner backend's in ``.inner``: a kernel sees
-    the cube buffer underneath (a kernel writing into it bypasses the autodiff graph)."""
+    the cube buffer underneath (a kernel writing into it bypasses the autodiff graph). A
+    Fusion handle (``.stream``/``.value``) first runs its stream's queued work, so the kernel
+    neither reads a stale buffer nor overwrites one that queued ops of that stream still read."""
     if type(a) is CubeTensor:
         return a
     p = getattr(a, "_p", None)
     if p is not None:
-        while type(p) is not CubeTensor and hasattr(p, "inner"):
-            p = p.inner
+        while type(p) is not CubeTensor:
+            if hasattr(p, "inner"):
+                p = p.inner
+            elif hasattr(p, "stream") and hasattr(p, "value"):
+                if p.stream is not None:
+                    p.stream.drain()
+                if p.value is None:
+                    raise TypeError(f"argument {name!r}: the queued work producing it failed ({p.error!r})")
+                p = p.value
+            else:
+                break
         if type(p) is CubeTensor:
             return p
         raise TypeError(
@@ -229,6 +240,7 @@ class _Plan:
         "getters",
         "widths",
         "check_lines",
+        "generic",
         "buf_type",
         "info_type",
     )
@@ -246,17 +258,29 @@ class _Plan:
         self.check_lines = any(w > 1 for w in widths)
         self.buf_type = ctypes.c_void_p * max(self.n_bufs, 1)
         self.info_type = ctypes.c_uint64 * max(self.n_info, 1)
+        # the CPU server calls the compiled C function with (buffers, info, cx, cy, cz);
+        # every other server takes the launch whole: server.launch(compiled, tensors, info, count)
+        self.generic = not getattr(server, "ctypes_abi", False)
 
     def run(self, count: CubeCount, args: tuple[Any, ...], tensors: list[CubeTensor]) -> None:
         if self.check_lines:
             for t, w in zip(tensors, self.widths):
                 if w > 1:
                     _check_lines(t, w)
-        bufs = self.buf_type(*[t.ptr for t in tensors])
         info = None
         if self.n_info:
             info = self.info_type()
             self.fmt.pack_into(info, 0, *[g(args, tensors) for g in self.getters])
+        if self.generic:
+            if tracing.active:
+                with tracing.span(
+                    "launch", kernel=self.entry, stage=self.server.stage, channel=self.server.downstream.kind
+                ):
+                    self.server.launch(self.compiled, tensors, info, count)
+            else:
+                self.server.launch(self.compiled, tensors, info, count)
+            return
+        bufs = self.buf_type(*[t.ptr for t in tensors])
         if tracing.active:
             with tracing.span(
                 "launch", kernel=self.entry, stage=self.server.stage, channel=self.server.downstream.kind
@@ -375,6 +399,21 @@ class CubeKernel:
                 tensors.append(t)
             elif kind == "comptime":
                 key.append(_hashable(a))
+            elif kind == "sequence":
+                items = _sequence_items(a, p.name)
+                if p.spec.arrays:
+                    sig = []
+                    for x in items:
+                        if type(x) is LineArg:
+                            t = _array_of(x.tensor, p.name, False)
+                            sig.append((t.dtype, len(t.shape), x.width))
+                        else:
+                            t = _array_of(x, p.name, False)
+                            sig.append((t.dtype, len(t.shape), 0))
+                        tensors.append(t)
+                    key.append(tuple(sig))
+                else:
+                    key.append(tuple(x[1] if type(x) in (tuple, list) else type(x) for x in items))
             elif type(p.spec) is ElemVar:
                 key.append(type(a))
         if len(tensors) > 1:
@@ -408,69 +447,35 @@ class CubeKernel:
         params = self.params
         bindings: dict[ElemVar, Elem] = {}
         arrays: list[Any] = []
-        sigs: list[ArgSig] = []
-        # arrays bind element variables first; scalars then read (or bind) them
-        for p, a in zip(params, args):
-            if p.kind != "array":
-                continue
-            spec: ArraySpec = p.spec
-            width = a.width if type(a) is LineArg else 0
-            t = _array_of(a.tensor if type(a) is LineArg else a, p.name)
-            e = elem_of_dtype(_dtype_of(t))
-            if isinstance(spec.elem, ElemVar):
-                if not spec.elem.accepts(e):
-                    raise DTypeError(
-                        f"argument {p.name!r} has dtype {e.dtype.name}, but {spec.elem!r} accepts "
-                        f"{'/'.join(sorted(spec.elem.kinds))} types only"
-                    )
-                prev = bindings.setdefault(spec.elem, e)
-                if prev is not e:
-                    raise DTypeError(
-                        f"argument {p.name!r} is {e.dtype.name} but an earlier argument bound "
-                        f"{spec.elem!r} to {prev.dtype.name}"
-                    )
-            elif spec.elem is not e:
-                raise DTypeError(f"argument {p.name!r} is {_dtype_of(t).name}, the kernel declares {spec!r}")
-            if spec.lines:
-                w = spec.width or width or 1
-                if spec.width and width and width != spec.width:
-                    raise ShapeError(
-                        f"argument {p.name!r} is declared in lines of {spec.width}, "
-                        f"passed in lines of {width}"
-                    )
-            else:
-                if width > 1:
-                    raise ShapeError(
-                        f"argument {p.name!r} is cube.Array[{spec.elem!r}] (not lines) but was "
-                        f"passed with cube.lines(..., {width})"
-                    )
-                w = 1
-            if w not in target.line_widths:
-                raise ShapeError(f"line width {w} is not supported by the {target.name} target")
-            arrays.append(t)
-            alias = None
-            for j, o in enumerate(arrays[:-1]):
-                if _same_buffer(o, t):
-                    alias = j
-                    break
-            sigs.append(ArgSig("array", p.name, e, w, len(t.shape), alias))
-        out: list[ArgSig] = []
-        it = iter(sigs)
-        for p, a in zip(params, args):
+        array_sigs: dict[tuple[int, int], ArgSig] = {}
+        # arrays bind element variables first (a sequence's per element, not shared with the
+        # signature); scalars then read (or bind) them. ``arrays`` is in buffer order.
+        for i, (p, a) in enumerate(zip(params, args)):
             if p.kind == "array":
-                s = next(it)
-                # alias_of counts arrays; keep it as an array index
-                out.append(s)
+                array_sigs[(i, -1)] = _array_sig(p.name, p.spec, a, bindings, target, arrays)
+            elif p.kind == "sequence" and p.spec.arrays:
+                for k, x in enumerate(_sequence_items(a, p.name)):
+                    array_sigs[(i, k)] = _array_sig(f"{p.name}[{k}]", p.spec.item, x, {}, target, arrays)
+        out: list[ArgSig] = []
+        for i, (p, a) in enumerate(zip(params, args)):
+            if p.kind == "array":
+                out.append(array_sigs[(i, -1)])
+            elif p.kind == "sequence":
+                items = _sequence_items(a, p.name)
+                if p.spec.arrays:
+                    elems = tuple(array_sigs[(i, k)] for k in range(len(items)))
+                else:
+                    elems = tuple(
+                        ArgSig("scalar", f"{p.name}[{k}]", _sequence_scalar_elem(p.spec.item, x, f"{p.name}[{k}]"))
+                        for k, x in enumerate(items)
+                    )
+                out.append(ArgSig("sequence", p.name, value=elems))
             elif p.kind == "scalar":
                 spec = p.spec
                 if isinstance(spec, ElemVar):
                     e = bindings.get(spec)
                     if e is None:
-                        e = (
-                            bool_
-                            if isinstance(a, (bool, np.bool_))
-                            else (i32 if isinstance(a, (int, np.integer)) else f32)
-                        )
+                        e = _infer_scalar_elem(a)
                         if not spec.accepts(e):
                             raise DTypeError(f"argument {p.name!r}: {spec!r} cannot bind to {e!r}")
                         bindings[spec] = e
@@ -538,16 +543,24 @@ class CubeKernel:
             return expand_kernel(src, params, sigs, target, (dim.x, dim.y, dim.z), bindings, self.name, entry)
 
         compiled = client.pipeline(kid, make_ir)
-        array_params = [i for i, p in enumerate(params) if p.kind == "array"]
-        tensor_index = {pi: k for k, pi in enumerate(array_params)}
-        widths = [sigs[i].width for i in array_params]
+        # info slots name parameters by their flat position (sequences expanded)
+        flat = flat_args(sigs)
+        tensor_index: dict[int, int] = {}
+        widths: list[int] = []
+        for fi, (_, _, s) in enumerate(flat):
+            if s.kind == "array":
+                tensor_index[fi] = len(widths)
+                widths.append(s.width)
         getters: list[Any] = []
         fmt = "<"
         for slot in compiled.source.info:
             if slot.kind == "scalar":
-                conv = _scalar_converter(slot.elem, params[slot.param].name)
-                i = slot.param
-                getters.append(lambda args, ts, conv=conv, i=i: conv(args[i]))
+                i, j, s = flat[slot.param]
+                conv = _scalar_converter(slot.elem, s.name)
+                if j < 0:
+                    getters.append(lambda args, ts, conv=conv, i=i: conv(args[i]))
+                else:
+                    getters.append(lambda args, ts, conv=conv, i=i, j=j: conv(_pair_value(args[i][j])))
                 fmt += _SLOT_FMT[slot.elem.name]
             else:
                 k = tensor_index[slot.param]
@@ -561,6 +574,98 @@ class CubeKernel:
 def kernel(fn: Any) -> CubeKernel:
     """Decorator: a kernel function expanded to IR by walking its AST (see ember.cube)."""
     return CubeKernel(fn)
+
+
+def _array_sig(
+    name: str, spec: ArraySpec, a: Any, bindings: dict[ElemVar, Elem], target: Target, arrays: list[Any]
+) -> ArgSig:
+    """The ArgSig of one array argument (binding ``spec``'s ElemVar in ``bindings``); appends
+    its buffer view to ``arrays`` and names the earlier one on the same buffer, if any."""
+    width = a.width if type(a) is LineArg else 0
+    t = _array_of(a.tensor if type(a) is LineArg else a, name)
+    e = elem_of_dtype(_dtype_of(t))
+    if isinstance(spec.elem, ElemVar):
+        if not spec.elem.accepts(e):
+            raise DTypeError(
+                f"argument {name!r} has dtype {e.dtype.name}, but {spec.elem!r} accepts "
+                f"{'/'.join(sorted(spec.elem.kinds))} types only"
+            )
+        prev = bindings.setdefault(spec.elem, e)
+        if prev is not e:
+            raise DTypeError(
+                f"argument {name!r} is {e.dtype.name} but an earlier argument bound "
+                f"{spec.elem!r} to {prev.dtype.name}"
+            )
+    elif spec.elem is not e:
+        raise DTypeError(f"argument {name!r} is {_dtype_of(t).name}, the kernel declares {spec!r}")
+    if spec.lines:
+        w = spec.width or width or 1
+        if spec.width and width and width != spec.width:
+            raise ShapeError(f"argument {name!r} is declared in lines of {spec.width}, passed in lines of {width}")
+    else:
+        if width > 1:
+            raise ShapeError(
+                f"argument {name!r} is cube.Array[{spec.elem!r}] (not lines) but was "
+                f"passed with cube.lines(..., {width})"
+            )
+        w = 1
+    if w not in target.line_widths:
+        raise ShapeError(f"line width {w} is not supported by the {target.name} target")
+    alias = None
+    for j, o in enumerate(arrays):
+        if _same_buffer(o, t):
+            alias = j
+            break
+    arrays.append(t)
+    return ArgSig("array", name, e, w, len(t.shape), alias)
+
+
+def _sequence_items(a: Any, name: str) -> tuple[Any, ...] | list[Any]:
+    if type(a) is tuple or type(a) is list:
+        return a
+    raise TypeError(f"argument {name!r} is a cube.Sequence: pass a tuple or list, got {type(a).__name__}")
+
+
+def _pair_value(x: Any) -> Any:
+    return x[0] if type(x) is tuple or type(x) is list else x
+
+
+def _infer_scalar_elem(a: Any) -> Elem:
+    if isinstance(a, (bool, np.bool_)):
+        return bool_
+    return i32 if isinstance(a, (int, np.integer)) else f32
+
+
+def _sequence_scalar_elem(item: Any, x: Any, name: str) -> Elem:
+    """The element type of one scalar of a ``cube.Sequence[cube.Scalar | E]`` argument: a
+    ``(value, dtype)`` pair names it (dtype an ember DType or a cube Elem)."""
+    if type(x) is tuple or type(x) is list:
+        if len(x) != 2:
+            raise TypeError(f"argument {name!r}: sequence scalars are (value, dtype) pairs, got {x!r}")
+        d = x[1]
+        if isinstance(d, Elem):
+            e = d
+        else:
+            try:
+                e = elem_of_dtype(d)
+            except (KeyError, TypeError):
+                raise TypeError(f"argument {name!r}: {d!r} is not an ember dtype or cube element type") from None
+        if isinstance(item, Elem) and e is not item:
+            raise DTypeError(f"argument {name!r} is {e.name}, the kernel declares {item!r}")
+        if isinstance(item, ElemVar) and not item.accepts(e):
+            raise DTypeError(f"argument {name!r}: {item!r} cannot bind to {e!r}")
+        return e
+    if item is Scalar:
+        raise TypeError(
+            f"argument {name!r} belongs to a cube.Sequence[cube.Scalar]: pass (value, dtype) pairs, "
+            f"e.g. (2.0, ember.float32), got {x!r}"
+        )
+    if isinstance(item, Elem):
+        return item
+    e = _infer_scalar_elem(x)
+    if not item.accepts(e):
+        raise DTypeError(f"argument {name!r}: {item!r} cannot bind to {e!r}")
+    return e
 
 
 def _same_buffer(a: Any, b: Any) -> bool:

@@ -9,6 +9,9 @@ that use it. Annotations:
   (``cube.lines(t, 4)``); ``cube.Array[cube.Line[E, 4]]`` fixes N.
 * ``E`` (an ``Elem`` or ``ElemVar``): a runtime scalar.
 * ``cube.Comptime[T]`` (or bare ``cube.Comptime``): a Python value that specialises the kernel.
+* ``cube.Sequence[A]``: a variable number of arrays (``A`` an array annotation) or scalars
+  (``A`` is ``cube.Scalar``, or a scalar type), given at launch as a tuple; the number of
+  elements and each element's type are part of the KernelId.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ __all__ = [
     "Tensor",
     "Line",
     "Comptime",
+    "Sequence",
+    "SequenceSpec",
+    "Scalar",
     "f16",
     "bf16",
     "f32",
@@ -258,3 +264,46 @@ class Comptime(metaclass=_ComptimeMeta):
 
     def __class_getitem__(cls, item: Any) -> ComptimeSpec:
         return ComptimeSpec(item)
+
+
+class _ScalarMeta(type):
+    def __repr__(cls) -> str:
+        return "cube.Scalar"
+
+
+class Scalar(metaclass=_ScalarMeta):
+    """Element annotation of ``cube.Sequence[cube.Scalar]``: runtime scalars whose types are
+    given at launch, as ``(value, dtype)`` pairs."""
+
+
+class SequenceSpec:
+    """Annotation of a parameter taking a tuple of arrays or scalars. ``item``: an
+    ``ArraySpec``, ``Scalar``, or a scalar type (``Elem``/``ElemVar``). An ``ElemVar`` in
+    ``item`` is bound per element (each element may have its own type) and is not shared
+    with the rest of the signature."""
+
+    __slots__ = ("item",)
+
+    def __init__(self, item: Any) -> None:
+        self.item = item
+
+    @property
+    def arrays(self) -> bool:
+        return isinstance(self.item, ArraySpec)
+
+    def __repr__(self) -> str:
+        return f"cube.Sequence[{self.item!r}]"
+
+
+class Sequence:
+    """Annotation: ``cube.Sequence[cube.Array[cube.Line[E]]]``, ``cube.Sequence[cube.Scalar]``.
+
+    In the kernel the parameter is a comptime tuple: ``len(xs)``, ``xs[k]`` (comptime ``k``),
+    ``for x in xs:`` (unrolled)."""
+
+    def __class_getitem__(cls, item: Any) -> SequenceSpec:
+        if isinstance(item, (ArraySpec, Elem, ElemVar)) or item is Scalar:
+            return SequenceSpec(item)
+        raise TypeError(
+            f"cube.Sequence takes cube.Array[...], cube.Scalar or a scalar type such as cube.f32, got {item!r}"
+        )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -512,3 +513,25 @@ def test_rows_path_for_large_broadcasts_and_row_slices() -> None:
     assert after > before  # the rows kernels ran
     odd = tm[:, 1:150]  # inner size 149: no lines, the strided path
     check(odd * 2.0, f64(m[:, 1:150]) * 2, ember.float32, "odd slice")
+
+
+@pytest.mark.parametrize("op", ["logical_not", "eq0", "ne1", "lt2", "ge2"])
+def test_byte_comparisons_on_lines_store_zero_or_one(op: str) -> None:
+    """GCC 12 -O3 vectorises a per-lane comparison of u8 lanes into 0xFF for true; bools
+    must be stored as 0/1 (a cast to int reads the byte)."""
+    ours: dict[str, Any] = {
+        "logical_not": lambda x: x.logical_not(), "eq0": lambda x: x == 0, "ne1": lambda x: x != 1,
+        "lt2": lambda x: x < 2, "ge2": lambda x: x >= 2,
+    }
+    ref: dict[str, Any] = {
+        "logical_not": np.logical_not, "eq0": lambda x: x == 0, "ne1": lambda x: x != 1,
+        "lt2": lambda x: x < 2, "ge2": lambda x: x >= 2,
+    }
+    rng = np.random.default_rng()
+    for dtype in (np.uint8, np.bool_):
+        if dtype is np.bool_ and op != "logical_not":
+            continue
+        a = rng.integers(0, 4, 8192).astype(dtype)
+        y = ours[op](ember.tensor(a, device=DEV)).numpy()
+        assert set(np.unique(y.view(np.uint8)).tolist()) <= {0, 1}
+        np.testing.assert_array_equal(y, ref[op](a))

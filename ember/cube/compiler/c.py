@@ -29,6 +29,7 @@ SIMD; ops without a vector form are a per-lane loop GCC vectorises.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from typing import Any
 
@@ -38,6 +39,45 @@ from ..types import BOOL, Elem, bf16, f16
 from .base import Capabilities, CompiledSource, CStyleCompiler, Lines
 from .c_prelude import PRELUDE
 from .emitter import Emitter
+
+#: a lane expression that is one call of a libm function with a libmvec vector variant
+_LIBM_CALL = re.compile(
+    r"^(exp|log|sin|cos|tan|tanh|expm1|log1p|erf|exp2|log2|log10|sinh|cosh|asin|acos|atan)\((\w+)\[l_\]\)$"
+)
+_COMPARE = re.compile(r"^\S+ (==|!=|<|<=|>|>=) \S+$")
+
+
+def _byte_sized(a: Any) -> bool:
+    t = getattr(a, "type", None)
+    return t is not None and t.elem.bits == 8
+
+
+#: (C element type, line width) -> (x86-64 vector ABI variant letter, the macro that enables it)
+_MVEC_VARIANTS = {
+    ("float", 4): ("b", "__SSE2__"),
+    ("float", 8): ("d", "__AVX2__"),
+    ("float", 16): ("e", "__AVX512F__"),
+    ("double", 2): ("b", "__SSE2__"),
+    ("double", 4): ("d", "__AVX2__"),
+    ("double", 8): ("e", "__AVX512F__"),
+}
+
+
+def vector_math(fn: str, vt: str, ct: str, w: int) -> str:
+    """``em_v_<fn>_<vt>``: ``fn`` on a line. With EM_MVEC (the toolchain linked libmvec) and the
+    ISA the variant needs, one call of glibc's SIMD variant (<= 4 ulp, glibc's bound), else
+    the per-lane libm loop; GCC does not vectorise lane loops over vector values itself."""
+    loop = f"{{ {vt} r; for (int l = 0; l < {w}; ++l) r[l] = {fn}(x[l]); return r; }}"
+    head = f"EM_INLINE {vt} em_v_{fn}_{vt}({vt} x)"
+    variant = _MVEC_VARIANTS.get((ct, w))
+    if variant is None:
+        return f"{head} {loop}"
+    letter, isa = variant
+    name = f"_ZGV{letter}N{w}v_{fn}{'f' if ct == 'float' else ''}"
+    return (
+        f"#if defined(EM_MVEC) && defined({isa})\n{vt} {name}({vt});\n{head} {{ return {name}(x); }}\n"
+        f"#else\n{head} {loop}\n#endif"
+    )
 
 __all__ = ["CCompiler"]
 
@@ -325,6 +365,8 @@ class CCompiler(CStyleCompiler):
         for vt, (ct, w) in sorted(em.storage_vectors.items()):
             size = w * _size(ct)
             out(f"typedef {ct} {vt} __attribute__((vector_size({size}), aligned({_size(ct)}), may_alias));")
+        for fn, vt, ct, w in sorted(em.vmath):
+            out.out.append(vector_math(fn, vt, ct, w))
         out("")
         out.open(
             f"void {k.entry}(void **buffers, const uint64_t *info, uint32_t cx, uint32_t cy, uint32_t cz) {{"
@@ -411,6 +453,26 @@ class _Emitter(Emitter):
     """One rendering pass over the body, with the phase model. The first pass records in
     which regions each value is used; the second knows which values are per-unit arrays."""
 
+    def lanewise(self, out: Var, args: tuple[Any, ...], render: Any) -> None:
+        tgt = self.declare(out)
+        expr = render([self.lane_val(a) for a in args])
+        m = _LIBM_CALL.match(expr)
+        if m and out.type.elem.name in ("f32", "f64"):
+            # one libm call per lane: a vector-math helper (libmvec's SIMD variant where the
+            # toolchain found it, else the same per-lane loop), see ``vector_math``
+            vt = self.vector_type(out.type)
+            self.vmath.add((m.group(1), vt, self.c.scalar_type(out.type.elem), out.type.width))
+            self.out(f"{tgt} = em_v_{m.group(1)}_{vt}({m.group(2)});")
+            return
+        if out.type.elem.kind == BOOL and _COMPARE.match(expr) and all(_byte_sized(a) for a in args):
+            # a comparison of byte-sized lanes: GCC 12 at -O3 vectorises the per-lane loop into
+            # 0xFF lanes for true (it keeps the vector compare's -1); the native vector compare,
+            # negated, is 1 for true by construction
+            vexpr = render([self.val(a) for a in args])
+            self.out(f"{tgt} = -({self.vector_type(out.type)})({vexpr});")
+            return
+        self.out(f"for (int l_ = 0; l_ < {out.type.width}; ++l_) {tgt}[l_] = {expr};")
+
     def __init__(
         self,
         c: CCompiler,
@@ -437,6 +499,8 @@ class _Emitter(Emitter):
         self.label = ""
         self.masks: list[str] = []
         self.vectors: dict[str, tuple[str, int]] = {}
+        #: (libm function, vector type, C element type, width) of the vector-math helpers used
+        self.vmath: set[tuple[str, str, str, int]] = set()
         self.storage_vectors: dict[str, tuple[str, int]] = {}
         self.nu = k.units
         # values recomputed in each region that reads them instead of stored per unit (pure,

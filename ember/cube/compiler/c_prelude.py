@@ -14,6 +14,7 @@ PRELUDE = r"""
 
 #define EM_INLINE static inline __attribute__((always_inline, unused))
 
+
 /* integer floor division and modulo with Python's signs; x / 0 == 0 and x % 0 == 0 (as numpy) */
 #define EM_SIGNED_DIVMOD(T, S)                                                                      \
     EM_INLINE T em_floordiv_##S(T a, T b) {                                                        \

@@ -54,6 +54,9 @@ class Calls:
             if len(args) != 1 or kwargs:
                 raise self.error(e, f"{fn!r}(x) takes one value")
             return self.cast(e, args[0], self.resolve_elem(e, fn), bits=False)
+        owner = getattr(fn, "__self__", None)
+        if type(owner) is list or type(owner) is dict:
+            return self.container_method(e, owner, fn, args, kwargs)
         rt = any(is_rt(a) or is_array(a) for a in list(args) + list(kwargs.values()))
         if fn in _PY_BUILTINS:
             return _PY_BUILTINS[fn](self, e, args, kwargs)
@@ -74,6 +77,27 @@ class Calls:
             raise
         except Exception as x:
             raise self.error(e, f"comptime call failed: {type(x).__name__}: {x}") from None
+
+    def container_method(self, e: ast.Call, owner: Any, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        """A method of a comptime list/dict (``vals.append(v)``): runs at expansion; the
+        elements may be runtime values (snapshotted, so later assignments do not change them)."""
+        kind = type(owner).__name__
+        name = getattr(fn, "__name__", "?")
+        if name in _KEYED[kind] and args and (is_rt(args[0]) or is_array(args[0])):
+            raise self.error(
+                e,
+                f"{kind}.{name}() with a runtime {'key' if kind == 'dict' else 'index'}",
+                hint="the container exists at expansion only: use comptime keys and indices",
+            )
+        if name in _MUTATORS[kind]:
+            self.check_mutable(e, owner)
+        args = [self.snapshot(e, a) for a in args]
+        try:
+            return self.pyval(e, fn(*args, **kwargs))
+        except CubeSyntaxError:
+            raise
+        except Exception as x:
+            raise self.error(e, f"{kind}.{name}() failed: {type(x).__name__}: {x}") from None
 
     def inline(self, e: ast.Call, fn: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         if len(self.frames) > MAX_INLINE_DEPTH:
@@ -376,6 +400,15 @@ class Calls:
             return v.type.elem
         return self.materialize(e, v).type.elem
 
+    def i_width_of(self, e: ast.Call, args: list[Any], kw: dict[str, Any]) -> int:
+        """The comptime line width of a value or array (1 for scalars and literals)."""
+        (v,) = self.nargs(e, "width_of", args, 1)
+        if lit_kind(v) is not None:
+            return 1
+        if is_array(v):
+            return v.type.width
+        return self.materialize(e, v).type.width
+
     def i_comptime(self, e: ast.Call, args: list[Any], kw: dict[str, Any]) -> Any:
         (v,) = self.nargs(e, "comptime", args, 1)
         if is_rt(v) or is_array(v):
@@ -472,6 +505,16 @@ def _b_print(x: Calls, e: ast.Call, args: list[Any], kw: dict[str, Any]) -> None
     print(*args, **kw)  # comptime: prints while the kernel expands
     return None
 
+
+#: methods of comptime containers that change them, and those whose first argument is a key/index
+_MUTATORS = {
+    "list": frozenset({"append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort", "__setitem__"}),
+    "dict": frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__"}),
+}
+_KEYED = {
+    "list": frozenset({"insert", "pop", "__getitem__", "__setitem__"}),
+    "dict": frozenset({"get", "pop", "setdefault", "__getitem__", "__setitem__"}),
+}
 
 _PY_BUILTINS: dict[Any, Any] = {
     builtins.len: _b_len,

@@ -20,10 +20,12 @@ from .values import (
     Undefined,
     assigned_names,
     describe,
+    holds_any,
     is_array,
     is_rt,
     lit_kind,
     same,
+    subscript_roots,
 )
 
 
@@ -52,6 +54,7 @@ class ControlFlow:
         cond = self.to_cond(s.test, test)
         if not is_rt(cond):
             return self.stmts(s.body if cond else s.orelse)
+        self.localize(s.body + s.orelse)
         fr = self.frame
         before = fr.env
         then_env, else_env = dict(before), dict(before)
@@ -66,6 +69,11 @@ class ControlFlow:
     ) -> None:
         """Bind the names the branches of a runtime ``if`` changed (through locals)."""
         names = sorted(set().union(*(b[0].keys() for b in branches)))
+        # SSA values computed inside a branch are scoped to it (C blocks): a comptime
+        # container holding one must not outlive the if
+        inner: set[int] = set()
+        for _, blk, _ in branches:
+            inner.update(id(i.out) for i in ir.walk(blk) if isinstance(i, ir.Op) and i.out is not None)
         for n in names:
             b = before.get(n, MISSING)
             live = [(env.get(n, MISSING), blk) for env, blk, ended in branches if not ended]
@@ -74,26 +82,26 @@ class ControlFlow:
             vals = [v for v, _ in live]
             defined = [v for v in vals if v is not MISSING]
             if defined and all(not is_rt(v) and lit_kind(v) is None for v in defined):
+                if inner and any(v is not b and holds_any(v, inner) for v in defined):
+                    before[n] = Undefined(
+                        n, "holds values computed inside a branch of a runtime if, so it has no value after it"
+                    )
+                    continue
                 # arrays and other comptime objects: fine when every branch agrees
                 if all(v is defined[0] or same(v, defined[0]) for v in defined):
                     before[n] = defined[0]
                     continue
-                raise self.error(
-                    node,
-                    f"{n!r} is bound to different objects in the branches of a runtime if",
-                    hint="bind it before the if, or use a comptime condition",
-                )
+                # an error only if read after the if (comptime loop variables often differ)
+                before[n] = Undefined(n, "is bound to different objects in the branches of a runtime if")
+                continue
             if all(not is_rt(v) and v is not MISSING for v in vals):
                 first = vals[0]
                 if all(type(v) is type(first) and same(v, first) for v in vals):
                     before[n] = first
                     continue
                 if not all(lit_kind(v) is not None for v in vals):
-                    raise self.error(
-                        node,
-                        f"{n!r} is bound to different comptime objects in the branches of a runtime if",
-                        hint="bind it before the if, or use a comptime condition",
-                    )
+                    before[n] = Undefined(n, "is bound to different comptime objects in the branches of a runtime if")
+                    continue
             for v in vals:
                 if type(v) is Var and v.kind == LOCAL and all(w is v or w is MISSING for w in vals):
                     break
@@ -122,8 +130,41 @@ class ControlFlow:
                     self.block = saved
             before[n] = local
 
+    def localize(self, body: list[ast.stmt]) -> None:
+        """Before a runtime if/loop: the runtime values of comptime lists/dicts whose elements
+        ``body`` assigns move into mutable locals, so ``xs[k] = v`` in the block is a runtime
+        assignment (registers carried through a loop: ``acc[r][c] += ...``)."""
+        env = self.frame.env
+        for n in sorted(subscript_roots(body)):
+            v = env.get(n, MISSING)
+            if isinstance(v, (list, dict)):
+                self._localize(v, n, 0)
+
+    def _localize(self, c: Any, name: str, depth: int) -> None:
+        if depth > 8:
+            return
+        keys = range(len(c)) if isinstance(c, list) else list(c)
+        for k in keys:
+            v = c[k]
+            if isinstance(v, (list, dict)):
+                self._localize(v, f"{name}_{k}", depth + 1)
+                continue
+            if type(v) is Var and v.kind == LOCAL:
+                continue
+            lk = lit_kind(v)
+            if lk is not None:
+                local = self.new_local(f"{name}_{k}", None, weak=lk)
+                self.emit(ir.Assign(local, Const(v, None)))
+            elif is_rt(v):
+                local = self.new_local(f"{name}_{k}", v.type)
+                self.emit(ir.Assign(local, v))
+            else:
+                continue
+            c[k] = local
+
     def carry(self, node: ast.AST, body: list[ast.stmt], exclude: set[str]) -> dict[str, Any]:
         """Turn names a runtime loop assigns into locals before the loop; returns their prior values."""
+        self.localize(body)
         env = self.frame.env
         names = sorted(assigned_names(body) - exclude)
         prior: dict[str, Any] = {}

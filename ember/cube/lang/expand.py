@@ -25,8 +25,8 @@ import numpy as np
 
 from .. import ir
 from ..ir import ARRAY, LOCAL, SCALAR, SSA, Const, Type, Var
-from ..kernel_id import ArgSig
-from ..types import BOOL, ArraySpec, Comptime, ComptimeSpec, Elem, ElemVar, bool_, u32
+from ..kernel_id import ArgSig, flat_args
+from ..types import BOOL, ArraySpec, Comptime, ComptimeSpec, Elem, ElemVar, SequenceSpec, bool_, u32
 from . import intrinsics as K
 from .calls import Calls
 from .control import ControlFlow
@@ -61,7 +61,7 @@ class Target:
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """A kernel parameter as its annotation declares it: "array", "scalar" or "comptime"."""
+    """A kernel parameter as its annotation declares it: "array", "scalar", "sequence" or "comptime"."""
 
     name: str
     kind: str
@@ -103,6 +103,8 @@ def kernel_params(src: FunctionSource) -> list[ParamSpec]:
             kind = "array"
         elif isinstance(ann, (Elem, ElemVar)):
             kind = "scalar"
+        elif isinstance(ann, SequenceSpec):
+            kind = "sequence"
         elif isinstance(ann, ComptimeSpec) or ann is Comptime:
             kind = "comptime"
             ann = ann if isinstance(ann, ComptimeSpec) else ComptimeSpec(None)
@@ -111,7 +113,7 @@ def kernel_params(src: FunctionSource) -> list[ParamSpec]:
                 node,
                 f"kernel parameter {name!r} has annotation {ann!r}, which the kernel language does not know",
                 hint="use cube.Array[E], cube.Array[cube.Line[E]], a scalar type such as "
-                "cube.f32 / cube.Float, or cube.Comptime[...]",
+                "cube.f32 / cube.Float, cube.Sequence[...] or cube.Comptime[...]",
             )
         if default is not MISSING and kind != "comptime":
             raise src.error(node, f"only comptime parameters may have defaults ({name!r})")
@@ -133,6 +135,8 @@ class Expander(ControlFlow, Expressions, Calls):
         self.local_arrays: list[Var] = []
         self.locals: list[Var] = []
         self._ids = 0
+        # comptime lists/dicts built by the kernel: id -> (object, runtime depth it was made at)
+        self.containers: dict[int, tuple[Any, int]] = {}
 
     # ---------------------------------------------------------------- basics
     @property
@@ -141,6 +145,30 @@ class Expander(ControlFlow, Expressions, Calls):
 
     def error(self, node: ast.AST | None, what: str, hint: str = "") -> CubeSyntaxError:
         return self.frame.src.error(node, what, hint)
+
+    def rt_depth(self) -> int:
+        """Runtime control structures (if/loops) open around this point, inlined calls included."""
+        return sum(f.depth for f in self.frames)
+
+    def made_container(self, obj: Any) -> Any:
+        self.containers[id(obj)] = (obj, self.rt_depth())
+        return obj
+
+    def check_mutable(self, node: ast.AST, obj: Any) -> None:
+        """A comptime list/dict changes at expansion, so it may change only under the runtime
+        control flow it was made in (an append under a runtime ``if`` would happen whatever
+        the condition; in a runtime loop, once instead of per iteration)."""
+        rec = self.containers.get(id(obj))
+        made = rec[1] if rec is not None and rec[0] is obj else 0
+        if self.rt_depth() != made:
+            kind = type(obj).__name__
+            raise self.error(
+                node,
+                f"changing a comptime {kind} inside a runtime if/loop it was not created in",
+                hint=f"the {kind} exists only while the kernel expands, so the change cannot depend on "
+                f"run-time conditions: create the {kind} inside the same block, or choose values with "
+                "a variable (v = a if c else b) or cube.select",
+            )
 
     def new_var(self, kind: str, type: Type | None, name: str = "", **kw: Any) -> Var:
         self._ids += 1
@@ -362,6 +390,10 @@ class Expander(ControlFlow, Expressions, Calls):
                 raise self.error(node, f"name {name!r} is not defined")
             return self.pyval(node, v)
         if isinstance(v, Undefined):
+            if v.reason:
+                raise self.error(
+                    node, f"{name!r} {v.reason}", hint="build it before the if, or read it inside the branch"
+                )
             raise self.error(
                 node,
                 f"{name!r} is set only inside a runtime loop, so it has no value here",
@@ -446,19 +478,26 @@ class Expander(ControlFlow, Expressions, Calls):
         env: dict[str, Any] = {}
         pirs: list[ir.ParamIr] = []
         buffer = 0
-        for i, (p, s) in enumerate(zip(params, sigs)):
+        seqs: dict[int, list[Any]] = {i: [] for i, s in enumerate(sigs) if s.kind == "sequence"}
+        # ``param`` of a Var is its position among the flattened parameters (see flat_args)
+        for flat, (i, k, s) in enumerate(flat_args(sigs)):
+            name = params[i].name if k < 0 else f"{params[i].name}__{k}"
             if s.kind == "array":
-                v = self.new_var(ARRAY, Type(s.elem, s.width), p.name, param=i, rank=s.rank)
-                pirs.append(ir.ParamIr(p.name, "array", v, buffer, s.alias_of))
+                v = self.new_var(ARRAY, Type(s.elem, s.width), name, param=flat, rank=s.rank)
+                pirs.append(ir.ParamIr(name, "array", v, buffer, s.alias_of))
                 buffer += 1
-                env[p.name] = v
             elif s.kind == "scalar":
-                v = self.new_var(SCALAR, Type(s.elem), p.name, param=i)
-                pirs.append(ir.ParamIr(p.name, "scalar", v))
-                env[p.name] = v
+                v = self.new_var(SCALAR, Type(s.elem), name, param=flat)
+                pirs.append(ir.ParamIr(name, "scalar", v))
             else:
-                pirs.append(ir.ParamIr(p.name, "comptime"))
-                env[p.name] = s.value
+                pirs.append(ir.ParamIr(name, "comptime"))
+                v = s.value
+            if k < 0:
+                env[name] = v
+            else:
+                seqs[i].append(v)
+        for i, vs in seqs.items():
+            env[params[i].name] = tuple(vs)  # a comptime tuple of arrays / scalars
         self.frames.append(Frame(src, env, "kernel"))
         body: list[Any] = []
         self.block = body
@@ -546,6 +585,26 @@ class Expander(ControlFlow, Expressions, Calls):
             self.bind(s, t.id, self.binary(s, op, cur, self.expr(s.value)))
         elif isinstance(t, ast.Subscript):
             base = self.expr(t.value)
+            if isinstance(base, (list, dict)):
+                key = self.expr(t.slice)
+                if is_rt(key):
+                    raise self.error(
+                        s,
+                        f"augmented assignment to an element of a comptime {type(base).__name__} "
+                        "with a runtime index",
+                        hint="index it with comptime values, or use a cube.LocalArray",
+                    )
+                try:
+                    cur = base[key]
+                except Exception as x:
+                    raise self.error(s, f"{type(x).__name__}: {x}") from None
+                new = self.binary(s, op, cur, self.expr(s.value))
+                if type(cur) is Var and cur.kind == LOCAL:
+                    self.emit(ir.Assign(cur, self.assign_value(s, cur, new)))
+                    return None
+                self.check_mutable(s, base)
+                base[key] = self.snapshot(s, new)
+                return None
             if not is_array(base):
                 raise self.error(s, "augmented assignment to an element of something that is not an array")
             idx = self.subscript_index(t, base, self.expr(t.slice))
@@ -573,6 +632,26 @@ class Expander(ControlFlow, Expressions, Calls):
             if is_array(base):
                 idx = self.subscript_index(t, base, self.expr(t.slice))
                 self.store(t, base, idx, value)
+            elif isinstance(base, (list, dict)):
+                key = self.expr(t.slice)
+                if is_rt(key):
+                    raise self.error(
+                        t,
+                        f"assigning to an element of a comptime {type(base).__name__} with a runtime index",
+                        hint="its elements exist at expansion only: index it with comptime values (e.g. in "
+                        "an unrolled loop), or use a cube.LocalArray to index at run time",
+                    )
+                cur = _element(base, key)
+                if type(cur) is Var and cur.kind == LOCAL and (is_rt(value) or lit_kind(value) is not None):
+                    self.emit(ir.Assign(cur, self.assign_value(t, cur, value)))  # a register: runtime
+                    return
+                self.check_mutable(t, base)
+                try:
+                    base[key] = self.snapshot(t, value)
+                except Exception as x:
+                    raise self.error(t, f"{type(x).__name__}: {x}") from None
+            elif isinstance(base, tuple):
+                raise self.error(t, "tuples cannot be changed", hint="build a list instead: vals = [a, b]")
             elif is_rt(base) and base.type is not None and isinstance(t.value, ast.Name):
                 k = self.lane(t, base, self.expr(t.slice))
                 v = self.coerce(t, value, base.type.scalar())
@@ -674,6 +753,13 @@ class Expander(ControlFlow, Expressions, Calls):
         return None
 
     # ---------------------------------------------------------------- control flow
+
+
+def _element(c: Any, key: Any) -> Any:
+    try:
+        return c[key]
+    except Exception:
+        return None
 
 
 def expand_kernel(

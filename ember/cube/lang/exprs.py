@@ -100,7 +100,7 @@ class Expressions:
         return tuple(self.snapshot(e, v) for v in self.elements(e.elts))
 
     def e_List(self, e: ast.List) -> list[Any]:
-        return [self.snapshot(e, v) for v in self.elements(e.elts)]
+        return self.made_container([self.snapshot(e, v) for v in self.elements(e.elts)])
 
     def elements(self, elts: list[ast.expr]) -> list[Any]:
         out: list[Any] = []
@@ -122,8 +122,8 @@ class Expressions:
             kk, vv = self.expr(k), self.expr(v)
             if is_rt(kk):
                 raise self.error(k, "dict keys must be comptime")
-            out[kk] = vv
-        return out
+            out[kk] = self.snapshot(v, vv)
+        return self.made_container(out)
 
     def e_JoinedStr(self, e: ast.JoinedStr) -> str:
         parts = []
@@ -197,10 +197,15 @@ class Expressions:
                 return base
             return self.op("lane_get", base.type.scalar(), base, k)
         if is_rt(key):
+            holds = isinstance(base, (list, tuple)) and any(is_rt(x) or is_array(x) for x in base)
             raise self.error(
                 e,
                 f"indexing the comptime value {describe(base)} with a runtime index",
-                hint="index comptime sequences with comptime values (e.g. in an unrolled loop)",
+                hint="its elements (registers or buffers) exist at expansion only: index it with comptime "
+                "ints, e.g. in an unrolled loop `for k in range(len(xs))`; to index values at run time "
+                "copy them into a cube.LocalArray"
+                if holds
+                else "index comptime sequences with comptime values (e.g. in an unrolled loop)",
             )
         if isinstance(base, ArrayMethod):
             raise self.error(e, f"{base.name} is a method", hint=f"call it: x.{base.name}(d)")

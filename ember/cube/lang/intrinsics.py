@@ -133,6 +133,7 @@ OTHER = (
     "LocalArray",
     "range",
     "elem_of",
+    "width_of",
     "comptime",
 )
 

@@ -44,12 +44,14 @@ UNSUPPORTED = {
 
 
 class Undefined:
-    """A name that exists only inside a runtime loop body (its value is per iteration)."""
+    """A name that exists only inside a runtime loop body (its value is per iteration), or
+    a comptime container of values computed inside one branch of a runtime if (``reason``)."""
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "reason")
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, reason: str = "") -> None:
         self.name = name
+        self.reason = reason
 
 
 @dataclass
@@ -110,6 +112,33 @@ def assigned_names(stmts: list[ast.stmt]) -> set[str]:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 names.add(n.id)
     return names
+
+
+def subscript_roots(stmts: list[ast.stmt]) -> set[str]:
+    """Names whose elements the statements assign: ``x[i] = v``, ``x[i][j] += v``."""
+    names: set[str] = set()
+    for s in stmts:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store):
+                root = n.value
+                while isinstance(root, ast.Subscript):
+                    root = root.value
+                if isinstance(root, ast.Name):
+                    names.add(root.id)
+    return names
+
+
+def holds_any(v: Any, ids: set[int], depth: int = 0) -> bool:
+    """Whether the comptime container ``v`` holds (at any depth) a Var whose id is in ``ids``."""
+    if type(v) is Var:
+        return id(v) in ids
+    if depth > 8:
+        return False
+    if isinstance(v, (list, tuple)):
+        return any(holds_any(x, ids, depth + 1) for x in v)
+    if isinstance(v, dict):
+        return any(holds_any(x, ids, depth + 1) for x in v.values())
+    return False
 
 
 # --------------------------------------------------------------------------- expander

@@ -85,6 +85,9 @@ class CToolchain:
         self._version: str | None = None
         self._fingerprint: str | None = None
         self._lock = threading.Lock()
+        #: libraries linked after the source; libmvec joins when ``ensure`` finds it working
+        self.libs = ["-lm"]
+        self.mvec = False
 
     # ---------------------------------------------------------------- identity
     def _probe_key(self) -> str:
@@ -108,8 +111,9 @@ class CToolchain:
             key = self._probe_key()
             st = _store(store)
             known = st.get_json("compile/cpu/toolchains", key) if st is not None else None
-            if known and known.get("ok"):
+            if known and known.get("ok") and "mvec" in known:
                 self._version = known["version"]
+                self._use_mvec(known["mvec"])
                 return
             try:
                 out = subprocess.run([*self.command, "--version"], capture_output=True, text=True, timeout=60)
@@ -133,9 +137,37 @@ class CToolchain:
                     f"{self.path} cannot build OpenMP shared objects with flags "
                     f"{' '.join(self.flags)}:\n{e.log.strip()[:2000]}"
                 ) from None
+            mvec = self._probe_mvec()
             self._version = version
+            self._use_mvec(mvec)
             if st is not None:
-                st.put_json("compile/cpu/toolchains", key, {"ok": True, "version": version})
+                st.put_json("compile/cpu/toolchains", key, {"ok": True, "version": version, "mvec": mvec})
+
+    def _probe_mvec(self) -> bool:
+        """Whether glibc's libmvec links and computes: then transcendental lane loops call its
+        vector variants (a kernel computing exp per lane runs one SIMD call per line)."""
+        canary = (
+            "typedef float v4 __attribute__((vector_size(16)));\nv4 _ZGVbN4v_expf(v4);\n"
+            "void ember_mvec(float *x) { v4 v; __builtin_memcpy(&v, x, 16); v = _ZGVbN4v_expf(v);"
+            " __builtin_memcpy(x, &v, 16); }\n"
+        )
+        try:
+            so = self._build(canary, "ember_mvec", ["-DEM_MVEC", "-lmvec"])
+            with tempfile.TemporaryDirectory(prefix="ember-canary-") as d:
+                p = Path(d) / "mvec.so"
+                p.write_bytes(so)
+                lib = ctypes.CDLL(str(p))
+                buf = (ctypes.c_float * 4)(*([1.0] * 4))
+                lib.ember_mvec(buf)
+                return all(abs(v - 2.718281828) < 1e-5 for v in buf)
+        except (CompilationError, OSError):
+            return False
+
+    def _use_mvec(self, ok: bool) -> None:
+        self.mvec = ok
+        if ok and "-DEM_MVEC" not in self.flags:
+            self.flags = [*self.flags, "-DEM_MVEC"]
+            self.libs = ["-lmvec", *self.libs]
 
     @property
     def version(self) -> str:
@@ -172,12 +204,12 @@ class CToolchain:
         return h.hexdigest()
 
     # ---------------------------------------------------------------- build
-    def _build(self, source: str, entry: str) -> bytes:
+    def _build(self, source: str, entry: str, extra: list[str] | None = None) -> bytes:
         with tempfile.TemporaryDirectory(prefix="ember-cc-") as d:
             src = Path(d) / f"{entry}.c"
             out = Path(d) / f"{entry}.so"
             src.write_text(source)
-            cmd = [*self.command, *self.flags, "-o", str(out), str(src), "-lm"]
+            cmd = [*self.command, *self.flags, *(extra or ()), "-o", str(out), str(src), *self.libs]
             try:
                 r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
             except (OSError, subprocess.TimeoutExpired) as e:
