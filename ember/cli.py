@@ -14,7 +14,36 @@ _DEVICES = (
     ("flex", Device.flex),
     ("cpu", Device.cpu),
     ("cuda", Device.cuda),
+    ("wgpu", Device.wgpu),
 )
+
+
+def _wgpu_adapters() -> list[str]:
+    """One line per wgpu adapter (name, type, API), or why there are none."""
+    try:
+        from .cube.runtime.wgpu_adapters import enumerate_adapters
+    except ImportError as e:  # pragma: no cover - the module ships with ember
+        return [f"unavailable: {e}"]
+    try:
+        found = enumerate_adapters()
+    except ModuleNotFoundError:
+        return ["unavailable: the wgpu package is not installed (pip install 'ember[wgpu]')"]
+    except Exception as e:  # noqa: BLE001 - a diagnostic: report and go on
+        return [f"unavailable: {type(e).__name__}: {e}"]
+    return [f"[{a.ordinal}] {a.describe()}" for a in found] or ["none found"]
+
+
+def _cuda_devices() -> list[str]:
+    """One line per CUDA device (name, compute capability, memory), or why there are none."""
+    try:
+        from .cube.runtime.cuda import devices
+    except ModuleNotFoundError:
+        return ["unavailable: cuda-bindings is not installed (pip install 'ember[cuda]')"]
+    try:
+        found = devices()
+    except Exception as e:  # noqa: BLE001 - a diagnostic: report and go on
+        return [f"unavailable: {str(e).splitlines()[0]}"]
+    return [f"[{d.index}] {d.describe()} ({d.arch})" for d in found] or ["none found"]
 
 
 def _matmul_2x2(dev: Device) -> list[float]:
@@ -31,6 +60,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     import ember
 
     print(f"ember {ember.__version__} on Python {platform.python_version()} ({platform.machine()})")
+    print("wgpu adapters:")
+    for line in _wgpu_adapters():
+        print(f"  {line}")
+    print("cuda devices:")
+    for line in _cuda_devices():
+        print(f"  {line}")
     failures = 0
     for label, make in _DEVICES:
         base = make()
@@ -66,6 +101,12 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return cache_main(args.rest)
 
 
+def cmd_compile_check(args: argparse.Namespace) -> int:
+    from .compile_check import main as check_main
+
+    return check_main(args.rest)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ember", description="ember tensor framework")
     sub = p.add_subparsers(dest="cmd")
@@ -76,6 +117,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     c = sub.add_parser("cache", help="the persistent cache: list | show NAMESPACE | clear [NAMESPACE]")
     c.add_argument("rest", nargs=argparse.REMAINDER)
     c.set_defaults(fn=cmd_cache)
+    c = sub.add_parser(
+        "compile-check", help="render every kernel for a GPU target and compile it (cuda --arch sm_90)"
+    )
+    c.add_argument("rest", nargs=argparse.REMAINDER)
+    c.set_defaults(fn=cmd_compile_check)
     args = p.parse_args(argv)
     if not getattr(args, "fn", None):
         p.print_help()

@@ -12,7 +12,7 @@ from typing import Any
 
 from .errors import DeviceUnavailableError
 
-__all__ = ["Device", "DeviceKind"]
+__all__ = ["Device", "DeviceKind", "WgpuOptions"]
 
 _CHECKPOINTING = {"none": "None", "balanced": "Balanced"}
 
@@ -101,16 +101,30 @@ class Device:
         return Device(("cube", "cuda", (int(index),), _fusion_default(fusion)))
 
     @staticmethod
-    def wgpu(kind: DeviceKind | None = None, fusion: bool | None = None) -> Device:
-        return Device(("cube", "wgpu", (kind or DeviceKind.default(), "Auto"), _fusion_default(fusion)))
+    def wgpu(
+        kind: DeviceKind | None = None, fusion: bool | None = None, require: tuple[str, ...] = ()
+    ) -> Device:
+        """WGSL kernels on a wgpu adapter; graphics API Auto (Linux: Vulkan, then OpenGL).
+        ``require=("f16",)`` / ``("subgroups",)``: fail instead of falling back to plain WGSL."""
+        return Device(("cube", "wgpu", _wgpu_args(kind, "Auto", require), _fusion_default(fusion)))
 
     @staticmethod
-    def vulkan(kind: DeviceKind | None = None, fusion: bool | None = None) -> Device:
-        return Device(("cube", "wgpu", (kind or DeviceKind.default(), "Vulkan"), _fusion_default(fusion)))
+    def vulkan(
+        kind: DeviceKind | None = None, fusion: bool | None = None, require: tuple[str, ...] = ()
+    ) -> Device:
+        return Device(("cube", "wgpu", _wgpu_args(kind, "Vulkan", require), _fusion_default(fusion)))
 
     @staticmethod
-    def opengl(kind: DeviceKind | None = None, fusion: bool | None = None) -> Device:
-        return Device(("cube", "wgpu", (kind or DeviceKind.default(), "Gl"), _fusion_default(fusion)))
+    def opengl(
+        kind: DeviceKind | None = None, fusion: bool | None = None, require: tuple[str, ...] = ()
+    ) -> Device:
+        return Device(("cube", "wgpu", _wgpu_args(kind, "Gl", require), _fusion_default(fusion)))
+
+    @staticmethod
+    def wgpu_options() -> WgpuOptions:
+        """A builder: ``Device.wgpu_options().device_kind(k).graphics_api("Vulkan").init()``
+        selects the adapter now and raises DeviceUnavailableError instead of deferring it."""
+        return WgpuOptions()
 
     @staticmethod
     def default() -> Device:
@@ -125,7 +139,8 @@ class Device:
 
     @staticmethod
     def parse(text: str) -> Device:
-        """``flex``, ``cpu``, ``cuda``, ``cuda:1``, ``wgpu``, ``vulkan``; ``+autodiff`` suffix."""
+        """``flex``, ``cpu``, ``cuda``, ``cuda:1``, ``wgpu``, ``vulkan``, ``opengl``; ``+autodiff``
+        suffix. ``wgpu:cpu`` / ``vulkan:discrete_gpu`` name a DeviceKind (``wgpu:IntegratedGpu(1)``)."""
         t = text.strip().lower()
         auto = t.endswith("+autodiff")
         if auto:
@@ -137,12 +152,11 @@ class Device:
             d = Device.cpu()
         elif name == "cuda":
             d = Device.cuda(int(idx or 0))
-        elif name == "wgpu":
-            d = Device.wgpu()
-        elif name == "vulkan":
-            d = Device.vulkan()
+        elif name in ("wgpu", "vulkan", "opengl"):
+            kind = _parse_kind(text.strip().partition(":")[2].removesuffix("+autodiff")) if idx else None
+            d = {"wgpu": Device.wgpu, "vulkan": Device.vulkan, "opengl": Device.opengl}[name](kind)
         else:
-            raise ValueError(f"unknown device {text!r}; expected flex, cpu, cuda[:i], wgpu or vulkan")
+            raise ValueError(f"unknown device {text!r}; expected flex, cpu, cuda[:i], wgpu, vulkan or opengl")
         return d.autodiff() if auto else d
 
     # ------------------------------------------------------------------ decorators
@@ -201,6 +215,74 @@ class Device:
         return (Device, (self.spec,))
 
 
+_WGPU_APIS = ("Auto", "Vulkan", "Gl")
+_WGPU_CAPS = ("f16", "subgroups")
+
+
+def _wgpu_args(kind: DeviceKind | None, api: str, require: tuple[str, ...]) -> tuple[Any, ...]:
+    bad = [r for r in require if r not in _WGPU_CAPS]
+    if bad:
+        raise ValueError(f"require= takes capabilities among {_WGPU_CAPS}, got {bad}")
+    kind = kind or DeviceKind.default()
+    req = tuple(sorted(set(require)))
+    return (kind, api, req) if req else (kind, api)
+
+
+class WgpuOptions:
+    """Builder of a wgpu device (``Device.wgpu_options()``); ``init()`` builds it eagerly."""
+
+    __slots__ = ("_kind", "_api", "_require", "_fusion")
+
+    def __init__(self) -> None:
+        self._kind: DeviceKind | None = None
+        self._api = "Auto"
+        self._require: tuple[str, ...] = ()
+        self._fusion: bool | None = None
+
+    def device_kind(self, kind: DeviceKind) -> WgpuOptions:
+        self._kind = kind
+        return self
+
+    def graphics_api(self, api: str) -> WgpuOptions:
+        """``Auto``, ``Vulkan`` or ``Gl`` (``OpenGL`` is accepted for ``Gl``)."""
+        api = {"opengl": "Gl", "gl": "Gl", "vulkan": "Vulkan", "auto": "Auto"}.get(str(api).lower(), api)
+        if api not in _WGPU_APIS:
+            raise ValueError(f"graphics_api must be one of {_WGPU_APIS}, got {api!r}")
+        self._api = api
+        return self
+
+    def require(self, *caps: str) -> WgpuOptions:
+        self._require = tuple(caps)
+        return self
+
+    def fusion(self, on: bool) -> WgpuOptions:
+        self._fusion = on
+        return self
+
+    def setup(self, gpu_device: Any, adapter: Any = None) -> WgpuOptions:
+        """Use a wgpu ``GPUDevice`` created elsewhere (``DeviceKind.existing(id)``)."""
+        from .cube.runtime.wgpu_adapters import register_existing
+
+        self._kind = DeviceKind.existing(register_existing(gpu_device, adapter))
+        return self
+
+    def device(self) -> Device:
+        """The device these options describe (lazy, like ``Device.wgpu``)."""
+        return Device(("cube", "wgpu", _wgpu_args(self._kind, self._api, self._require), _fusion_default(self._fusion)))
+
+    def init(self) -> Device:
+        """The device, initialised now: raises DeviceUnavailableError on failure."""
+        return self.device().init()
+
+
+def _parse_kind(text: str) -> DeviceKind:
+    """``cpu``, ``discrete_gpu``, ``IntegratedGpu(1)``, ``default`` -> DeviceKind."""
+    t = text.strip().replace("_", "")
+    from .cube.runtime.wgpu_adapters import parse_kind
+
+    return parse_kind({"default": "DefaultDevice", "discretegpu": "DiscreteGpu"}.get(t.lower(), t))
+
+
 def _fusion_default(fusion: bool | None) -> bool:
     if fusion is not None:
         return bool(fusion)
@@ -224,7 +306,8 @@ def _describe(spec: tuple[Any, ...]) -> str:
     if runtime == "cuda":
         return f"Cube(Cuda({args[0]}))"
     if runtime == "wgpu":
-        return f"Cube(Wgpu(WgpuDevice {{ kind: {args[0]!r}, backend: {args[1]} }}))"
+        req = f", require: {list(args[2])}" if len(args) > 2 else ""
+        return f"Cube(Wgpu(WgpuDevice {{ kind: {args[0]!r}, backend: {args[1]}{req} }}))"
     return f"Cube({runtime})"
 
 

@@ -23,6 +23,10 @@ class DTypeError(EmberError, TypeError):
     """An operation that is not defined for the given dtype(s)."""
 
 
+class UnsupportedDTypeError(DTypeError):
+    """A device that cannot hold tensors of a dtype at all (e.g. float64 on a WGSL device)."""
+
+
 class DeviceMismatchError(EmberError, ValueError):
     """Tensors of one operation live on different devices."""
 

@@ -315,6 +315,17 @@ class Tensor:
             return a.astype(dtype)
         return a.copy() if copy else a
 
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        """A DLPack capsule of the values: zero copy on CUDA devices (``ember.dlpack``)."""
+        from .dlpack import to_dlpack
+
+        return to_dlpack(self, stream)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from .dlpack import dlpack_device
+
+        return dlpack_device(self)
+
     def tolist(self) -> Any:
         a = self.numpy()
         if self._dt is dt.bfloat16 or self._dt is dt.float16:

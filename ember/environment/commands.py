@@ -189,7 +189,9 @@ def _fmt_bound(bound: Any) -> str:
 
 
 def _decision_table(decisions: list[tuple[str, dict[str, Any]]]) -> str:
-    """One row per candidate, fastest first; the key, bound and winner on the key's first row."""
+    """One row per candidate, fastest first; the key, bound and winner on the key's first row.
+    Vendor candidates are marked ``(vendor)``, the best own one ``(own best)`` where a vendor
+    won, untimed ones say why (``- (priority)``)."""
     rows: list[tuple[str, str, str, str, str]] = []
     for key, d in decisions:
         winner = d.get("winner")
@@ -207,8 +209,14 @@ def _decision_table(decisions: list[tuple[str, dict[str, Any]]]) -> str:
             median = c.get("median_s")
             cell = format_seconds(median) if median is not None else ("failed" if c.get("error") else "-")
             name = str(c.get("name", "-"))
-            if winner is not None and name == winner:
+            if c.get("vendor"):
+                name += " (vendor)"
+            if winner is not None and c.get("name") == winner:
                 name += " *"
+            elif c.get("name") == d.get("own_best"):  # the winner is a vendor routine
+                name += " (own best)"
+            if median is None and c.get("skipped"):
+                cell = f"- ({c['skipped']})"
             rows.append(
                 (
                     key if first else "",

@@ -29,10 +29,10 @@ __all__ = ["CubeBackend", "CubeTensor"]
 _DIM = CubeDim(256)
 
 
-def line_width(numel: int, itemsize: int, offset: int = 0) -> int:
-    """The widest line (<= 64 bytes) that divides the element count and the offset."""
+def line_width(numel: int, itemsize: int, offset: int = 0, limit: int = 64) -> int:
+    """The widest line (<= ``limit`` bytes) that divides the element count and the offset."""
     for w in (16, 8, 4, 2):
-        if w * itemsize <= 64 and numel % w == 0 and offset % w == 0:
+        if w * itemsize <= limit and numel % w == 0 and offset % w == 0:
             return w
     return 1
 
@@ -44,6 +44,12 @@ class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
         self.client = client
         self.name = f"cube<{client.name}>"
 
+    def supports(self, dtype: dt.DType) -> bool:
+        """Whether tensors of ``dtype`` can live on this device (a WGSL device holds no
+        64-bit types, for one); ops on the others raise UnsupportedDTypeError."""
+        f = getattr(self.client, "supports", None)
+        return True if f is None else bool(f(dtype))
+
     # ----------------------------------------------------------------- helpers
     def _empty(self, shape: tuple[int, ...], dtype: dt.DType) -> CubeTensor:
         n = math.prod(shape)
@@ -51,7 +57,8 @@ class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
         return CubeTensor(self.client, buf, tuple(shape), contiguous_strides(tuple(shape)), 0, dtype)
 
     def _launch_lines(self, kernel: Any, n: int, *tensors: CubeTensor, extra: tuple[Any, ...] = ()) -> None:
-        w = min(line_width(n, t.dtype.itemsize, t.offset) for t in tensors)
+        limit = getattr(self.client, "max_line_bytes", 64)  # the runtime's widest access per unit
+        w = min(line_width(n, t.dtype.itemsize, t.offset, limit) for t in tensors)
         count = CubeCount.covering(max(n // w, 1), _DIM)
         kernel.launch(self.client, count, _DIM, *(lines(t, w) for t in tensors), *extra)
 
@@ -94,6 +101,12 @@ class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
     def random(
         self, dist: str, shape: tuple[int, ...], dtype: dt.DType, seed: int, offset: int, a: float, b: float
     ) -> CubeTensor:
+        if not getattr(self.client, "int64_math", True):
+            # the Philox kernel needs 64-bit integer arithmetic (WGSL has none): the same stream
+            # comes from the shared host implementation, uploaded
+            from ...random import philox_values
+
+            return self._from_data(philox_values(dist, shape, dtype, seed, offset, a, b), dtype)
         if dist == "normal" and dtype is dt.float64:
             # numpy's float64 log (SIMD on some CPUs) and libm's differ by one ulp on ~0.3%
             # of inputs, so the kernel's float64 normals would not match Flex bit for bit;

@@ -57,6 +57,7 @@ import sys
 import weakref
 from typing import Any
 
+from ... import autotune
 from ... import dtype as dt
 from ...cube.launch import CubeCount, CubeDim, lines
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
@@ -119,15 +120,56 @@ def _row_width(n: int, views: list[CubeTensor], out_dtype: dt.DType) -> int:
     every offset multiples of the width."""
     inner = views[0].shape[-1]
     w = 16
-    while w * out_dtype.itemsize > 64:
+    limit = getattr(views[0].client, "max_line_bytes", 64)
+    while w * out_dtype.itemsize > limit:
         w //= 2
     for v in views:
         if v.strides[-1] != 1:
             return 1
-        while w > 1 and (w * v.dtype.itemsize > 64 or inner % w or v.offset % w
+        while w > 1 and (w * v.dtype.itemsize > limit or inner % w or v.offset % w
                          or any(s % w for s in v.strides[:-1])):
             w //= 2
     return w if w >= 4 else 1
+
+
+# ------------------------------------------------------------------------------ autotune
+#: from this many elements the lines path's width is tuned ("elementwise_width"): the widest
+#: line, half of it or a quarter (on the CPU: 512-, 256- or 128-bit vectors); below it the
+#: launch is overhead-bound and the widest line is taken without measuring
+_TUNE_MIN = 1 << 16
+
+
+def _ew_key(level: Any, client: Any, kernel: Any, views: Any, lout: CubeTensor, scalars: Any, op: str, w: int) -> tuple:
+    return (op, views[0].dtype.name, lout.dtype.name, len(views), level.anchor(lout.shape[0]), w)
+
+
+def _ew_width(div: int) -> Any:
+    def launch(client: Any, kernel: Any, views: Any, lout: CubeTensor, scalars: Any, op: str, w: int) -> None:
+        v = w // div
+        ins = [lines(x, v) for x in views]
+        kernel.launch(client, _count(lout.shape[0] // v), _DIM, *ins, lines(lout, v), *scalars, op)
+
+    return launch
+
+
+def _ew_bound(key: tuple, tp: Any, client: Any, kernel: Any, views: Any, lout: CubeTensor, *rest: Any) -> float:
+    """Memory-bound: every operand read once, the output written once."""
+    n = lout.shape[0]
+    moved = n * (lout.dtype.itemsize + sum(v.dtype.itemsize for v in views))
+    return moved / tp.bandwidth + tp.launch_overhead
+
+
+EW_WIDTH_TUNABLES = autotune.TunableSet(
+    "elementwise_width",
+    [
+        autotune.Tunable("widest", _ew_width(1), priority=2),
+        autotune.Tunable("half", _ew_width(2), priority=lambda key: 1 if key[-1] >= 4 else -1),
+        autotune.Tunable("quarter", _ew_width(4), priority=lambda key: 0 if key[-1] >= 8 else -1),
+    ],
+    key=_ew_key,
+    key_fields=("op", "dtype", "out", "inputs", "n", "w"),
+    bound=_ew_bound,
+)
 
 
 def _zero(d: dt.DType) -> Any:
@@ -138,12 +180,14 @@ def _zero(d: dt.DType) -> Any:
 
 
 def _line_width(n: int, ts: tuple[CubeTensor, ...]) -> int:
-    """The widest line (<= 64 bytes, power of two <= 16) dividing ``n`` and every offset."""
+    """The widest line (<= the runtime's ``max_line_bytes``, default 64 bytes; power of two
+    <= 16) dividing ``n`` and every offset."""
     if n < _SMALL:
         return 1
     w = 16
+    limit = getattr(ts[0].client, "max_line_bytes", 64)
     for t in ts:
-        while w > 1 and (w * t.dtype.itemsize > 64 or n % w or t.offset % w):
+        while w > 1 and (w * t.dtype.itemsize > limit or n % w or t.offset % w):
             w //= 2
     return w
 
@@ -252,6 +296,9 @@ class ElementwiseOps:
             lines_kernel.launch(client, _count(n), _DIM, *views, lout, *scalars, op)
             return out
         w = _line_width(n, (*views, lout))
+        if n >= _TUNE_MIN and d is None and w >= 4:  # a donated output must not be written twice
+            autotune.execute(client, EW_WIDTH_TUNABLES, client, lines_kernel, views, lout, scalars, op, w)
+            return out
         lines_kernel.launch(
             client, _count(n // w), _DIM, *[lines(v, w) for v in views], lines(lout, w), *scalars, op
         )

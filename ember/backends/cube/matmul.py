@@ -23,6 +23,15 @@ issue picks per machine; until then the static choice follows the project's mach
 there. It is the portable GPU-shaped candidate the autotuner may still pick on a runtime
 where shared memory is fast.
 
+Autotune (``MATMUL_TUNABLES``, ``ember.autotune``): ``MatmulOps.matmul`` runs the tuner's
+winner per (device, key); the key anchors batch/m/n/k to the level's buckets and adds the
+dtype, both operands' layouts and the problem class. Group 0 holds naive (tiny and medium
+products only: 1.85 s at 1024²), blocked, blocked_muladd and the vendor candidate ``numpy``
+(numpy/BLAS on the host buffers of the CPU runtime, f32/f64). ``tiled`` is in group 0 where
+a cube's units run in parallel (GPU runtimes) and in group 1 on the CPU: the fallback that
+runs only when no group-0 candidate produced a result (it is 20x slower than blocked there).
+``choose`` (the static heuristic) stays for callers that must not tune.
+
 Every launcher writes into ``out``, a contiguous (batch..., m, n) tensor, and takes ``a`` and
 ``b`` already expanded to the output's batch dims (zero strides, no copies). Launchers never
 read ``out``, so tests can poison it.
@@ -35,13 +44,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from ... import autotune, tracing
 from ... import dtype as dt
+from ...autotune.keys import layout_class, problem_class
 from ...cube.launch import CubeCount, CubeDim, lines
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from . import kernels
 from .matmul_kernels import MR_MAX, matmul_blocked, matmul_tiled, pack_panels
 
-__all__ = ["MatmulOps", "MatmulCandidate", "MATMUL_CANDIDATES", "choose", "BLOCKED_MR", "TILE"]
+__all__ = [
+    "MatmulOps",
+    "MatmulCandidate",
+    "MATMUL_CANDIDATES",
+    "MATMUL_TUNABLES",
+    "choose",
+    "BLOCKED_MR",
+    "TILE",
+]
 
 _DIM = CubeDim(256)
 _PACK_DIM = CubeDim(64)
@@ -156,6 +177,155 @@ def choose(a: CubeTensor, b: CubeTensor) -> MatmulCandidate:
     return _BY_NAME["naive" if m * n * k <= NAIVE_MAX_WORK else "blocked"]
 
 
+# ------------------------------------------------------------------------------ autotune
+
+
+def _host_view(t: CubeTensor) -> np.ndarray:
+    """numpy view of a tensor in host memory (CPU runtime buffers)."""
+    size = t.dtype.itemsize
+    return t.buffer.view(t.dtype.np, t.shape, tuple(s * size for s in t.strides), t.offset * size)
+
+
+def _launch_numpy(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
+    """The vendor candidate: numpy (OpenBLAS/MKL) on the CPU runtime's host buffers. It opens
+    a ``launch`` span like a kernel (field ``vendor``), so launch counts see it."""
+    backend.client.sync()  # earlier launches may still be queued on the service thread
+    av, bv, ov = _host_view(a), _host_view(b), _host_view(out)
+    if tracing.active:
+        with tracing.span("launch", kernel="vendor:numpy.matmul", vendor=True):
+            np.matmul(av, bv, out=ov)
+    else:
+        np.matmul(av, bv, out=ov)
+
+
+def _vendor_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
+    return getattr(backend.client, "runtime", None) == "cpu" and a.dtype in (dt.float32, dt.float64)
+
+
+def _own_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
+    return a.dtype is not dt.bool_
+
+
+def _mma_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
+    if getattr(backend.client, "runtime", None) != "cuda" or a.dtype not in (dt.float16, dt.bfloat16):
+        return False
+    from ...cube.runtime import cuda_mma
+
+    return cuda_mma.candidate_valid(a, b)
+
+
+def _launch_mma(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
+    """Tensor cores (mma.sync, f16/bf16, tiles of 128): a decision is shared by a whole size
+    bucket, so a shape of the bucket the tiles do not divide runs the tiled kernel instead."""
+    from ...cube.runtime import cuda_mma
+
+    if cuda_mma.candidate_valid(a, b):
+        cuda_mma.candidate_launch(backend, a, b, out)
+    else:
+        _launch_tiled(backend, a, b, out)
+
+
+def matmul_key(level: Any, backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> tuple[Any, ...]:
+    """(dtype, batch, m, n, k anchored; layouts of a and b; problem class; whether the runtime
+    runs a cube's units serially: the CPU, where shared-memory tiles do not pay)."""
+    batch, m, k, n = _dims(a, b)
+    anchor = level.anchor
+    return (
+        a.dtype.name,
+        anchor(batch),
+        anchor(m),
+        anchor(n),
+        anchor(k),
+        layout_class(a.shape, a.strides),
+        layout_class(b.shape, b.strides),
+        problem_class(m, n, k),
+        "serial" if backend.client.name == "cpu" else "parallel",
+    )
+
+
+_KEY_FIELDS = ("dtype", "batch", "m", "n", "k", "a", "b", "class", "units")
+#: products up to this many multiply-adds (anchored) still time the naive and tiled kernels
+#: (256³: naive ~12 ms on the project's machine, 1024³: 1.85 s)
+MEDIUM_WORK = 1 << 24
+
+
+def _work(key: tuple[Any, ...]) -> int:
+    return key[1] * key[2] * key[3] * key[4]
+
+
+def _prio_naive(key: tuple[Any, ...]) -> int:
+    w = _work(key)
+    return 2 if w <= NAIVE_MAX_WORK else (0 if w <= MEDIUM_WORK else -1)
+
+
+def _prio_blocked(key: tuple[Any, ...]) -> int:
+    # tiny products: two packing launches around a 1-tile product never pay off
+    return -1 if _work(key) <= NAIVE_MAX_WORK else 1
+
+
+def matmul_bound(key: tuple[Any, ...], tp: Any, backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> float:
+    """Roofline lower bound of this product (actual dims): compute or memory, plus one launch."""
+    batch, m, k, n = _dims(a, b)
+    size = a.dtype.itemsize
+    flops = 2.0 * batch * m * n * k
+    moved = float(size) * batch * (m * k + k * n + m * n)
+    return max(flops / tp.peak_for(size), moved / tp.bandwidth) + tp.launch_overhead
+
+
+def _snapshot(result: Any, backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> np.ndarray:
+    return backend._into_data(out)
+
+
+def _poison(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
+    fill = np.full(out.shape, np.nan if out.dtype.is_floating_point else 0x5A, dtype=out.dtype.np)
+    backend.client.write(out.buffer, fill, out.offset * out.dtype.itemsize)
+
+
+def _compare(ref: np.ndarray, got: np.ndarray) -> str | None:
+    """A mismatch description, or None: exact for integers; floats relative to the largest
+    reference magnitude (sums of k products round differently per candidate)."""
+    if ref.shape != got.shape:
+        return f"shape {got.shape} != {ref.shape}"
+    if ref.dtype.kind in "iub":
+        bad = np.count_nonzero(ref != got)
+        return f"{bad} of {ref.size} elements differ" if bad else None
+    r = ref.astype(np.float64)
+    g = got.astype(np.float64)
+    if np.isnan(g).any() and not np.isnan(r).any():
+        return f"{int(np.isnan(g).sum())} elements are NaN (unwritten?)"
+    tol = {2: 2e-2, 4: 1e-4, 8: 1e-10}.get(ref.dtype.itemsize, 1e-4)
+    scale = max(float(np.nanmax(np.abs(r))) if r.size else 0.0, 1e-30)
+    err = float(np.nanmax(np.abs(g - r))) / scale if r.size else 0.0
+    return f"max error {err:.3g} (relative to max |ref|) > {tol:g}" if err > tol else None
+
+
+def _tunable(c: MatmulCandidate, group: Any, priority: Any) -> autotune.Tunable:
+    return autotune.Tunable(
+        c.name, lambda backend, a, b, out: c.launch(backend, a, b, out), group, priority, valid=_own_valid
+    )
+
+
+MATMUL_TUNABLES = autotune.TunableSet(
+    "matmul",
+    [
+        _tunable(MATMUL_CANDIDATES[0], 0, _prio_naive),
+        _tunable(MATMUL_CANDIDATES[2], 0, _prio_blocked),
+        _tunable(MATMUL_CANDIDATES[3], 0, _prio_blocked),
+        autotune.Tunable("numpy", _launch_numpy, 0, 0, valid=_vendor_valid, vendor=True),
+        # tiled: a contender where a cube's units run in parallel (GPUs), the fallback on the CPU
+        _tunable(MATMUL_CANDIDATES[1], lambda key: 1 if key[-1] == "serial" else 0, 0),
+        # tensor cores on CUDA (sm_80+), f16/bf16 only
+        autotune.Tunable("mma_sync", _launch_mma, 0, 1, valid=_mma_valid),
+    ],
+    key=matmul_key,
+    key_fields=_KEY_FIELDS,
+    bound=matmul_bound,
+    snapshot=_snapshot,
+    compare=_compare,
+    poison=_poison,
+)
+
+
 class MatmulOps:
     """Mixin of ``CubeBackend`` (``self`` has ``client``, ``_empty``, ``_launch_lines``,
     ``contiguous`` and the other core methods of ``backend.py``)."""
@@ -169,7 +339,7 @@ class MatmulOps:
             return self.cast(c, dt.bool_)
         a, b, out = self._matmul_operands(a, b)
         if out.numel:
-            choose(a, b).launch(self, a, b, out)
+            autotune.execute(self.client, MATMUL_TUNABLES, self, a, b, out)
         return out
 
     def _matmul_operands(self, a: CubeTensor, b: CubeTensor) -> tuple[CubeTensor, CubeTensor, CubeTensor]:

@@ -18,6 +18,11 @@ the same kernel (blocked accumulation: accuracy like numpy's pairwise sum, and p
 when there are few output elements). Short rows (at most ``_UNIT_ROW_LINES`` lines; for
 softmax/argmax at most ``_UNIT_ROW_LEN`` elements) get one unit per row instead of a cube.
 
+Autotune (``REDUCE_ROWS_TUNABLES``): a rows-path first pass of at least ``_TUNE_MIN`` elements
+whose rows could take either strategy (one unit per row, or cubes per row plus a fold) is
+measured once per (op, dtypes, bucketed rows and row length) and the decision stored; the
+static rules above decide the rest (small inputs, folds, the cols path).
+
 argmax/argmin, softmax, log_softmax, logsumexp and cumsum index the (outer, K, inner) view
 directly (one cube, or one unit, per (outer, inner) row), so any single dim needs no copy.
 
@@ -37,6 +42,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ... import autotune
 from ... import dtype as dt
 from ...cube.launch import CubeCount, CubeDim, lines
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
@@ -214,11 +220,24 @@ class ReduceOps:
     ) -> CubeTensor:
         """(rows,) = op over the contiguous rows of x viewed as (rows, k); ``mean`` divides
         the sum by ``div`` (default k: partial passes keep the first pass's count)."""
+        first_pass = not div
         div = div or k
+        row_lines = k // _line_width(k, x.dtype.itemsize, x.offset)
+        # rows long enough for cubes to help and short enough for one unit to stay accurate:
+        # either strategy applies, and a large first pass is tuned (folds never are)
+        if first_pass and _UNIT_ROW_LINES < row_lines <= _SERIAL_MAX_LEN and rows * k >= _TUNE_MIN:
+            return autotune.execute(self.client, REDUCE_ROWS_TUNABLES, self, x, rows, k, op, acc)
+        unit = row_lines <= _UNIT_ROW_LINES or self._unit_rows_serial(rows, row_lines)
+        return self._rows_with(unit, x, rows, k, op, acc, div)
+
+    def _rows_with(
+        self, unit: bool, x: CubeTensor, rows: int, k: int, op: str, acc: dt.DType, div: int
+    ) -> CubeTensor:
+        """``_rows`` with the strategy given: one unit per row (``unit``) or cubes per row."""
         w = _line_width(k, x.dtype.itemsize, x.offset)
         row_lines = k // w
         first_op = "sum" if op == "mean" else op
-        if row_lines <= _UNIT_ROW_LINES or self._unit_rows_serial(rows, row_lines):
+        if unit:
             out = self._empty((rows,), acc)
             rk.reduce_rows.launch(
                 self.client, CubeCount.covering(rows, _BIG), _BIG, lines(x, w), out,
@@ -301,8 +320,58 @@ class ReduceOps:
         cd = _BIG if unit_rows or k > _SMALL.units * 16 else _SMALL
         rk.softmax_rows.launch(
             self.client, CubeCount.covering(rows, cd if unit_rows else 1), cd, x, out, rows, k,
-            inner, _cdiv(k, cd.units), mode, unit_rows,
+            inner, _cdiv(k, cd.units), mode, unit_rows, not self._units_serial,
         )
+
+
+# ------------------------------------------------------------------------------ autotune
+#: from this many input elements a contiguous-axis ("rows") reduction whose rows could go either
+#: way is tuned ("reduce_rows": one unit per row vs cubes per row with a fold); below it, and on
+#: the cols path, the static rules above decide
+_TUNE_MIN = 1 << 16
+
+
+def _rows_key(level: Any, bk: Any, x: CubeTensor, rows: int, k: int, op: str, acc: dt.DType) -> tuple:
+    w = _line_width(k, x.dtype.itemsize, x.offset)
+    return (op, x.dtype.name, acc.name, level.anchor(rows), level.anchor(k // w), w)
+
+
+def _rows_bound(key: tuple, tp: Any, bk: Any, x: CubeTensor, rows: int, k: int, *rest: Any) -> float:
+    return rows * k * x.dtype.itemsize / tp.bandwidth + tp.launch_overhead
+
+
+def _rows_strategy(unit: bool) -> Any:
+    def run(bk: Any, x: CubeTensor, rows: int, k: int, op: str, acc: dt.DType) -> CubeTensor:
+        return bk._rows_with(unit, x, rows, k, op, acc, k)
+
+    return run
+
+
+def _rows_snapshot(result: CubeTensor, bk: Any, *args: Any) -> Any:
+    return bk._into_data(result)
+
+
+def _rows_compare(ref: Any, got: Any) -> str | None:
+    import numpy as np
+
+    r, g = np.asarray(ref, np.float64), np.asarray(got, np.float64)
+    scale = max(float(np.nanmax(np.abs(r))) if r.size else 0.0, 1e-30)
+    err = float(np.nanmax(np.abs(g - r))) / scale if r.size else 0.0
+    return f"max error {err:.3g} (relative to max |ref|)" if err > 1e-3 else None
+
+
+REDUCE_ROWS_TUNABLES = autotune.TunableSet(
+    "reduce_rows",
+    [
+        autotune.Tunable("unit_per_row", _rows_strategy(True), priority=1),
+        autotune.Tunable("cubes_per_row", _rows_strategy(False), priority=1),
+    ],
+    key=_rows_key,
+    key_fields=("op", "dtype", "acc", "rows", "row_lines", "w"),
+    bound=_rows_bound,
+    snapshot=_rows_snapshot,
+    compare=_rows_compare,
+)
 
 
 def _as(p: CubeTensor, d: dt.DType) -> CubeTensor:

@@ -312,6 +312,7 @@ def softmax_rows(
     span: u32,
     mode: Comptime[str],
     unit_rows: Comptime[bool],
+    interleave: Comptime[bool] = False,
 ):
     """Per row (o, i) of x[o, :, i] (computed in F, the output's float type):
     ``softmax``: out[o, k, i] = exp(x - max) / sum exp(x - max);
@@ -323,13 +324,19 @@ def softmax_rows(
         u = u32(0)
         lo = u32(0)
         end = k_len
-    else:  # one cube per row, unit u owns [u * span, (u + 1) * span)
+    elif interleave:  # one cube per row, unit u owns u, u + CUBE_DIM, ... (coalesced on a GPU)
+        c = CUBE_POS
+        u = UNIT_POS
+        lo = u
+        end = k_len
+    else:  # one cube per row, unit u owns [u * span, (u + 1) * span) (serial units: the CPU)
         c = CUBE_POS
         u = UNIT_POS
         lo = u * span
         end = min(lo + span, k_len)
     if c >= rows:
         return  # a whole cube (or, for unit_rows, a unit) past the last row: no barrier skipped
+    step = u32(CUBE_DIM) if interleave and not unit_rows else u32(1)
     o = c // inner
     i = c % inner
     base = o * k_len * inner + i
@@ -337,7 +344,7 @@ def softmax_rows(
     k = lo
     while k < end:
         m = cmax(m, cast(x[base + k * inner], F))
-        k += 1
+        k += step
     mx = m
     sm = SharedMemory(F, 1)
     if not unit_rows:
@@ -355,7 +362,7 @@ def softmax_rows(
     k = lo
     while k < end:
         s += exp(cast(x[base + k * inner], F) - mx)
-        k += 1
+        k += step
     tot = s
     if not unit_rows:
         tot = fold_cube_f(s, "sum")
@@ -373,7 +380,7 @@ def softmax_rows(
         while k < end:
             p = base + k * inner
             out[p] = exp(cast(x[p], F) - mx) * inv
-            k += 1
+            k += step
     else:
         # Flex subtracts the logsumexp rounded to the input type (a no-op unless half)
         lt = cast(cast(log(tot) + mx, In), F)
@@ -381,7 +388,7 @@ def softmax_rows(
         while k < end:
             p = base + k * inner
             out[p] = cast(x[p], F) - lt
-            k += 1
+            k += step
 
 
 @function

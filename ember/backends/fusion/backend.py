@@ -4,7 +4,7 @@ Every op of the catalog becomes "compute the output's shape and dtype, append an
 ``OperationIr`` to the calling thread's stream, return a lazy ``FusionTensor``": nothing
 touches the device until a read (``into_data``), ``sync``, the queue limit, or a result
 crossing into another thread's stream drains the stream (``stream.Stream.drain``).
-Data uploads (``from_data``) are eager, as the seed's are.
+Data uploads (``from_data``) and random fills are eager, as the seed's uploads are.
 
 Elementwise composites (gelu, silu, ...) decompose into primitives here (the fusers see
 them); reduction composites (softmax, logsumexp, mean, var) stay one op each, so the inner
@@ -190,7 +190,11 @@ class Fusion(Backend):
 
     def random(self, dist: str, shape: tuple[int, ...], dtype: dt.DType, seed: int, offset: int,
                a: float, b: float) -> FusionTensor:
-        return self._register("random", (dist, tuple(shape), dtype, seed, offset, a, b), tuple(shape), dtype)
+        # a data source, like from_data: filled now, not queued. Its values depend on the seed
+        # and offset only (counter-based), never on queued work, and a queued fill would run
+        # as a kernel of its own at the next drain anyway (nothing fuses into a random fill)
+        value = self.inner.random(dist, tuple(shape), dtype, seed, offset, a, b)
+        return FusionTensor(next(_ids), tuple(shape), dtype, None, value)
 
     def sync(self) -> None:
         with self._streams_lock:

@@ -44,6 +44,19 @@ from .emitter import Emitter
 _LIBM_CALL = re.compile(
     r"^(exp|log|sin|cos|tan|tanh|expm1|log1p|erf|exp2|log2|log10|sinh|cosh|asin|acos|atan)\((\w+)\[l_\]\)$"
 )
+def _vector_minmax(op: str, vt: str, target: str, a: str, b: str) -> str:
+    """``target = max/min(a, b)`` on float lines, NaN-propagating (numpy's maximum/minimum:
+    ``a`` when ``a > b`` or ``a`` is NaN, else ``b``) as vector compares and a bit select; GCC
+    leaves the per-lane loop of ``em_max_*`` scalar. ``a``/``b`` may be lines or scalars."""
+    cmp = ">" if op == "max" else "<"
+    return (
+        f"{{ const {vt} a_ = ({vt}){{}} + {a}; const {vt} b_ = ({vt}){{}} + {b}; "
+        f"const __typeof__(a_ {cmp} b_) m_ = (a_ {cmp} b_) | (a_ != a_); "
+        f"{target} = ({vt})((m_ & (__typeof__(m_))a_) | (~m_ & (__typeof__(m_))b_)); }}"
+    )
+
+
+_FLOAT_MINMAX = re.compile(r"^em_(max|min)_f(?:32|64)\(")
 _COMPARE = re.compile(r"^\S+ (==|!=|<|<=|>|>=) \S+$")
 
 
@@ -464,6 +477,13 @@ class _Emitter(Emitter):
             self.vmath.add((m.group(1), vt, self.c.scalar_type(out.type.elem), out.type.width))
             self.out(f"{tgt} = em_v_{m.group(1)}_{vt}({m.group(2)});")
             return
+        mm = _FLOAT_MINMAX.match(expr)
+        if mm and len(args) == 2 and out.type.elem.name in ("f32", "f64"):
+            # NaN-propagating max/min (numpy's maximum/minimum) as vector compares and a bit
+            # select: GCC leaves the per-lane loop of em_max_* scalar (branches per lane)
+            a, b = (self.val(x) for x in args)
+            self.out(_vector_minmax(mm.group(1), self.vector_type(out.type), tgt, a, b))
+            return
         if out.type.elem.kind == BOOL and _COMPARE.match(expr) and all(_byte_sized(a) for a in args):
             # a comparison of byte-sized lanes: GCC 12 at -O3 vectorises the per-lane loop into
             # 0xFF lanes for true (it keeps the vector compare's -1); the native vector compare,
@@ -844,6 +864,8 @@ class _Emitter(Emitter):
             self.out(
                 f"{target} = {tpl.format(a=a, b=b, t=self.c.scalar_type(t.elem), s=self.c.suffix(t.elem))};"
             )
+        elif op in ("max", "min") and t.elem.name in ("f32", "f64"):
+            self.out(_vector_minmax(op, self.vector_type(t), target, a, b))
         else:
             tpl = self.c.op_template(op, t.elem, 2)
             expr = tpl.format(

@@ -23,5 +23,6 @@ def default_fusers(backend: Any) -> list[Any]:
     """The fusers for a Cube backend (order matters only for equal scores)."""
     from .elementwise import ElementwiseFuser
     from .matmul_epilogue import MatmulEpilogueFuser
+    from .reduce_prologue import ReducePrologueFuser
 
-    return [ElementwiseFuser(backend), MatmulEpilogueFuser(backend)]
+    return [ElementwiseFuser(backend), MatmulEpilogueFuser(backend), ReducePrologueFuser(backend)]

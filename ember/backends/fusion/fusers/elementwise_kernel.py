@@ -13,7 +13,9 @@ definition) except ``out``:
 * ``("cast", r, dtype_name)``: ``cube.cast`` to that dtype (as the unfused cast kernel);
 * ``("out", k, r)``: store register r to output k (dtypes must match).
 
-Dtype names are ember's (``"float16"``) or cube's (``"f16"``). The program is expanded at
+Dtype names are ember's (``"float16"``) or cube's (``"f16"``). Operands the unfused op takes
+as runtime scalars should stay ``("scalar", k)``: a ``const`` is a literal the C compiler may
+fold (``pow(x, 2.0)`` becomes ``x * x``, which libm's ``pow`` rounds differently). The program is expanded at
 compile time into straight-line code over registers (a comptime list of runtime values); each
 distinct program, input/output dtypes and layout compiles once.
 
@@ -58,7 +60,7 @@ from ....cube.types import ELEMS, Elem, elem_of_dtype
 from ...cube.elementwise import _coalesce
 from ...cube.elementwise_kernels import binary_expr, strided_offset, unary_expr
 
-__all__ = ["fused_lines", "fused_strided", "run_fused", "check_program", "apply_step", "rounded",
+__all__ = ["fused_lines", "fused_strided", "fused_rows", "run_fused", "check_program", "apply_step", "rounded",
            "literal", "elem_named"]
 
 _DIM = CubeDim(256)
@@ -129,16 +131,24 @@ def apply_step(regs, step: Comptime[tuple], scalars):
 
 
 @function
-def _program(ins, outs, scalars, prog: Comptime[tuple], i, strided: Comptime[bool]):
+def _program(ins, outs, scalars, prog: Comptime[tuple], i, strided: Comptime[bool], rows: Comptime[tuple] = (),
+             w: Comptime[int] = 1):
     """Interpret ``prog`` at unit position ``i``: registers are a comptime list of runtime
-    values; stores are collected and emitted after every load."""
+    values; stores are collected and emitted after every load. ``rows`` (the rows form) gives
+    each input's mode: "l" a line along the row at its strided offset, "b" one element
+    broadcast along the row (stride 0 there)."""
     regs = []
     stores = []
     for step in prog:
         tag = step[0]
         if tag == "in":
             x = ins[step[1]]
-            if strided:
+            if rows:
+                if rows[step[1]] == "l":
+                    regs.append(x[strided_offset(x, i * w) // w])
+                else:
+                    regs.append(cube.line(x[strided_offset(x, i * w)], w))
+            elif strided:
                 regs.append(x[strided_offset(x, i)])
             else:
                 regs.append(x[i])
@@ -169,6 +179,45 @@ def fused_strided(
     i = ABSOLUTE_POS
     if i < outs[0].len():
         _program(ins, outs, scalars, prog, i, True)
+
+
+@kernel
+def fused_rows(
+    ins: Sequence[Array[Line[T]]], outs: Sequence[Array[Line[T]]], scalars: Sequence[Scalar], prog: Comptime[tuple],
+    rows: Comptime[tuple], w: Comptime[int],
+):
+    """Lines of ``w`` along the rows of the output: a bias row, a per-row scale (a column
+    broadcast along the row) or a slice reads in lines or as one element per line."""
+    i = ABSOLUTE_POS
+    if i < outs[0].len():
+        _program(ins, outs, scalars, prog, i, False, rows, w)
+
+
+def _rows_form(n: int, views: list[CubeTensor], outs: list[CubeTensor]) -> tuple[tuple[str, ...], int] | None:
+    """Per-input modes and the line width of the rows form for coalesced ``views``, or None:
+    every input is contiguous along the row ("l": its row length, other strides and offset
+    multiples of the width) or constant along it ("b": stride 0)."""
+    if n < _SMALL or not views:
+        return None
+    inner = views[0].shape[-1]
+    limit = _max_line_bytes(views)
+    w = 16
+    for t in (*views, *outs):
+        while w > 1 and w * t.dtype.itemsize > limit:
+            w //= 2
+    modes = []
+    for v in views:
+        if v.strides[-1] == 0:
+            modes.append("b")
+            continue
+        if v.strides[-1] != 1:
+            return None
+        while w > 1 and (inner % w or v.offset % w or any(st % w for st in v.strides[:-1])):
+            w //= 2
+        modes.append("l")
+    if w < min(4, limit // 4) or inner % w:
+        return None
+    return tuple(modes), w
 
 
 # ----------------------------------------------------------------------------- launcher
@@ -212,13 +261,21 @@ def _count(units: int) -> CubeCount:
     return CubeCount(1) if units <= _DIM.x else CubeCount.covering(units, _DIM)
 
 
+def _max_line_bytes(ts: list[CubeTensor]) -> int:
+    """The runtime's widest access per unit (64 bytes on the CPU; 16 on CUDA, where a wider
+    line per thread spreads a warp's accesses)."""
+    return getattr(ts[0].client, "max_line_bytes", 64) if ts else 64
+
+
 def _line_width(n: int, ts: list[CubeTensor]) -> int:
-    """The widest line (<= 64 bytes, power of two <= 16) dividing ``n`` and every offset."""
+    """The widest line (<= the runtime's max line bytes, power of two <= 16) dividing ``n``
+    and every offset."""
     if n < _SMALL:
         return 1
+    limit = _max_line_bytes(ts)
     w = 16
     for t in ts:
-        while w > 1 and (w * t.dtype.itemsize > 64 or n % w or t.offset % w):
+        while w > 1 and (w * t.dtype.itemsize > limit or n % w or t.offset % w):
             w //= 2
     return w
 
@@ -266,6 +323,16 @@ def run_fused(
     else:
         views = _coalesce(shape, inputs) if inputs else []
         if any(len(v.shape) != 1 or v.strides[0] != 1 for v in views):
+            form = None if any(step[0] == "unary" and step[1] == "sign" for step in prog) else _rows_form(
+                n, views, fouts)
+            if form is not None:
+                modes, w = form
+                fused_rows.launch(
+                    client, _count(n // w), _DIM,
+                    tuple(lines(v, w) if m == "l" else v for v, m in zip(views, modes)),
+                    tuple(lines(o, w) for o in fouts), scalars, prog, modes, w,
+                )
+                return outs
             if n < _SMALL and len(views[0].shape) < _SMALL_RANK:
                 k = _SMALL_RANK - len(views[0].shape)
                 views = [v.with_layout((1,) * k + v.shape, (0,) * k + v.strides, v.offset) for v in views]

@@ -7,12 +7,20 @@ the product itself and the intermediate results must be dropped and unread after
 ``matmul.run_matmul_epilogue`` runs it (the program is the elementwise encoding with
 ``("acc",)`` for the product); other inputs of the epilogue (a bias row, a residual) are
 read through their strides, broadcast for free.
+
+Whether fusing pays is a tuning decision (``EPILOGUE_TUNABLES``): the fused kernel is the
+register-blocked candidate, so where another matmul candidate wins by more than the
+epilogue's pass costs (BLAS on the CPU runtime for large f32 products), the tuned matmul
+followed by one fused elementwise kernel runs instead. Both are timed once per key.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
+from .... import autotune
+from ...cube.matmul import _KEY_FIELDS, matmul_bound, matmul_key
 from ..ir import OperationIr
 from .elementwise import MAX_INPUTS, MAX_OPS, Builder, fusable, observed
 
@@ -60,13 +68,56 @@ class MatmulEpilogueFuser:
         return (tuple(b.prog), b.ext, b.scalars)
 
     def execute(self, inner: Any, ops: list[OperationIr], data: Any, env: dict[int, Any]) -> None:
-        from .matmul import run_matmul_epilogue
-
         prog, ext, scal = data
         mm = ops[0]
-        extra = tuple(env[ops[off].inputs[pos].id] for off, pos in ext)
-        scalars = tuple((ops[off].args[arg], d) for off, arg, d in scal)
         last = ops[-1].outputs[0]
-        env[last.id] = run_matmul_epilogue(
-            inner, env[mm.inputs[0].id], env[mm.inputs[1].id], prog, extra, scalars, last.dtype
+        job = _Job(
+            prog,
+            tuple(env[ops[off].inputs[pos].id] for off, pos in ext),
+            tuple((ops[off].args[arg], d) for off, arg, d in scal),
+            last.dtype,
         )
+        env[last.id] = autotune.execute(inner.client, EPILOGUE_TUNABLES, inner, env[mm.inputs[0].id],
+                                        env[mm.inputs[1].id], job)
+
+
+class _Job:
+    """The epilogue of one launch: program, extra inputs, scalars, output dtype."""
+
+    __slots__ = ("prog", "extra", "scalars", "dtype")
+
+    def __init__(self, prog: tuple[Any, ...], extra: tuple[Any, ...], scalars: tuple[Any, ...], dtype: Any) -> None:
+        self.prog = prog
+        self.extra = extra
+        self.scalars = scalars
+        self.dtype = dtype
+
+
+def _fused(backend: Any, a: Any, b: Any, job: _Job) -> Any:
+    from .matmul import run_matmul_epilogue
+
+    return run_matmul_epilogue(backend, a, b, job.prog, job.extra, job.scalars, job.dtype)
+
+
+def _separate(backend: Any, a: Any, b: Any, job: _Job) -> Any:
+    """The tuned matmul, then the epilogue as one fused elementwise kernel reading the product."""
+    from .elementwise_kernel import run_fused
+
+    c = backend.matmul(a, b)
+    k = len(job.extra)
+    prog = tuple(("in", k) if ins == ("acc",) else ins for ins in job.prog)
+    return run_fused(backend, prog, [*job.extra, c], job.scalars, [(c.shape, job.dtype)])[0]
+
+
+def _key(level: Any, backend: Any, a: Any, b: Any, job: _Job) -> tuple[Any, ...]:
+    digest = hashlib.sha1(repr(job.prog).encode()).hexdigest()[:10]
+    return (*matmul_key(level, backend, a, b, None), digest)
+
+
+EPILOGUE_TUNABLES = autotune.TunableSet(
+    "matmul_epilogue",
+    [autotune.Tunable("fused", _fused, 0, 1), autotune.Tunable("separate", _separate, 0, 0)],
+    key=_key,
+    key_fields=(*_KEY_FIELDS, "epilogue"),
+    bound=lambda key, tp, backend, a, b, job: matmul_bound(key, tp, backend, a, b, None),
+)

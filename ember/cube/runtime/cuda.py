@@ -1,0 +1,504 @@
+"""The CUDA runtime: driver API (cuda-bindings) + NVRTC cubins for the device's exact architecture.
+
+One client per device: the primary context, one stream (every launch, copy and event of the
+device is ordered on it), a caching memory pool (``cuda_memory``), and the server's pipeline
+table ``KernelId -> CUfunction``. A pipeline miss renders CUDA C++ (``compiler.cuda``) and
+loads the cubin the store holds for that exact source, NVRTC version, architecture and flags,
+or compiles it with NVRTC and stores it (``compile/cuda/<arch>/<fingerprint>``): a second
+process compiles nothing. No PTX is JIT-compiled by the driver.
+
+Launches run inline on the calling thread (a ``cuLaunchKernel`` costs a few microseconds; a
+hand-off to a service thread would cost more); they are asynchronous on the device, and
+``sync()`` / reads wait for them. The context is made current lazily on every thread that
+touches the device (fusion drains may run on another thread).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ... import tracing
+from ...errors import CompilationError, DeviceUnavailableError, EmberError
+from ..compiler.base import CompiledSource
+from ..compiler.cuda import CudaCompiler
+from ..kernel_id import KernelId
+from .cuda_index import CubinIndex
+from .cuda_memory import CudaBuffer, CudaMemoryPool, DeviceOutOfMemory
+from .cuda_nvrtc import nvrtc
+from .service import InlineChannel
+
+__all__ = ["CudaClient", "CudaServer", "CudaError", "create_client", "devices"]
+
+
+class CudaError(EmberError, RuntimeError):
+    """A CUDA driver call failed (the message names the call and the driver's error)."""
+
+
+_cu: Any = None
+
+
+def _driver() -> Any:
+    global _cu
+    if _cu is None:
+        from cuda.bindings import driver  # ModuleNotFoundError -> DeviceUnavailableError upstream
+
+        _cu = driver
+    return _cu
+
+
+def _err_text(err: Any) -> str:
+    cu = _driver()
+    try:
+        _, name = cu.cuGetErrorName(err)
+        _, text = cu.cuGetErrorString(err)
+        return f"{name.decode()}: {text.decode()}"
+    except Exception:  # noqa: BLE001
+        return str(err)
+
+
+def _ok(res: Any, what: str) -> Any:
+    """The values of a driver call's result tuple, or CudaError."""
+    err = res[0]
+    if int(err) != 0:
+        raise CudaError(f"{what} failed: {_err_text(err)}")
+    if len(res) == 1:
+        return None
+    return res[1] if len(res) == 2 else res[1:]
+
+
+_initialised = False
+_init_lock = threading.Lock()
+#: the context current on each thread, as this module last set it (one per device: a thread
+#: that alternates between two devices switches contexts each time)
+_current = threading.local()
+
+
+def _init() -> Any:
+    global _initialised
+    cu = _driver()
+    if not _initialised:
+        with _init_lock:
+            if not _initialised:
+                try:
+                    (err,) = cu.cuInit(0)
+                except Exception as e:  # libcuda missing
+                    raise DeviceUnavailableError(f"the CUDA driver could not be loaded: {e}") from None
+                if int(err) != 0:
+                    raise DeviceUnavailableError(f"cuInit failed: {_err_text(err)} (no usable NVIDIA driver/GPU)")
+                _initialised = True
+    return cu
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: int
+    name: str
+    major: int
+    minor: int
+    total_memory: int
+    multiprocessors: int
+    uuid: str
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.major}{self.minor}"
+
+    def describe(self) -> str:
+        return (
+            f"{self.name}, compute capability {self.major}.{self.minor}, "
+            f"{self.total_memory / 2**30:.1f} GiB, {self.multiprocessors} SMs"
+        )
+
+
+def _attr(cu: Any, dev: Any, name: str) -> int:
+    return int(_ok(cu.cuDeviceGetAttribute(getattr(cu.CUdevice_attribute, name), dev), name))
+
+
+def _device_info(cu: Any, index: int) -> DeviceInfo:
+    dev = _ok(cu.cuDeviceGet(index), "cuDeviceGet")
+    name = _ok(cu.cuDeviceGetName(256, dev), "cuDeviceGetName")
+    name = name.split(b"\0", 1)[0].decode()
+    total = int(_ok(cu.cuDeviceTotalMem(dev), "cuDeviceTotalMem"))
+    try:
+        uuid = bytes(_ok(cu.cuDeviceGetUuid(dev), "cuDeviceGetUuid").bytes).hex()
+    except Exception:  # noqa: BLE001 - older bindings
+        uuid = f"index{index}"
+    return DeviceInfo(
+        index,
+        name,
+        _attr(cu, dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR"),
+        _attr(cu, dev, "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR"),
+        total,
+        _attr(cu, dev, "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
+        uuid,
+    )
+
+
+def devices() -> list[DeviceInfo]:
+    """Every CUDA device of this machine (raises DeviceUnavailableError without a driver)."""
+    cu = _init()
+    n = int(_ok(cu.cuDeviceGetCount(), "cuDeviceGetCount"))
+    return [_device_info(cu, i) for i in range(n)]
+
+
+@dataclass
+class CudaKernel:
+    """A kernel ready to launch (``fn``: its CUfunction)."""
+
+    kernel_id: KernelId
+    entry: str
+    fn: Any
+    source: CompiledSource
+    module: Any
+    block: tuple[int, int, int]
+    has_info: bool
+    origin: str = ""
+    compile_seconds: float = 0.0
+
+
+class CudaServer:
+    """Compiles, caches and launches kernels of one device, on its stream."""
+
+    def __init__(self, index: int) -> None:
+        cu = _init()
+        count = int(_ok(cu.cuDeviceGetCount(), "cuDeviceGetCount"))
+        if not 0 <= index < count:
+            found = [f"cuda:{d.index} {d.describe()}" for d in devices()]
+            raise DeviceUnavailableError(
+                f"no CUDA device {index}: this machine has {count}", found
+            )
+        self.cu = cu
+        self.index = index
+        self.info = _device_info(cu, index)
+        self.arch = self.info.arch
+        self.dev = _ok(cu.cuDeviceGet(index), "cuDeviceGet")
+        self.ctx = _ok(cu.cuDevicePrimaryCtxRetain(self.dev), "cuDevicePrimaryCtxRetain")
+        self.current()
+        flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
+        self.stream = _ok(cu.cuStreamCreate(flags), "cuStreamCreate")
+        self.compiler = CudaCompiler(self.arch)
+        self.nvrtc = nvrtc()
+        self.pipelines: dict[KernelId, CudaKernel] = {}
+        self._lock = threading.RLock()
+        self.stage = f"DSD-cuda-{index}"
+        self.downstream = InlineChannel(self.stage)
+        self.compiles = 0
+        self.store_loads = 0
+        self.launches = 0
+        self._events: list[Any] = []
+        self._cubin_index: CubinIndex | None = None
+        self._raw: dict[tuple[int, str], Any] = {}
+        self._raw_modules: dict[int, Any] = {}
+
+    def current(self) -> None:
+        """Make the device's context current on this thread (a driver call only when the
+        thread's current context is another device's, or none yet)."""
+        if getattr(_current, "ctx", None) is self.ctx:
+            return
+        _ok(self.cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
+        _current.ctx = self.ctx
+
+    # ---------------------------------------------------------------- pipelines
+    def pipeline(self, kid: KernelId, make_ir: Callable[[], Any]) -> CudaKernel:
+        p = self.pipelines.get(kid)
+        if p is not None:
+            return p
+        with self._lock:
+            p = self.pipelines.get(kid)
+            if p is None:
+                p = self.pipelines[kid] = self._build(kid, make_ir)
+            return p
+
+    def _build(self, kid: KernelId, make_ir: Callable[[], Any]) -> CudaKernel:
+        entry = kid.entry()
+        t0 = time.perf_counter()
+        with tracing.span("compile", kernel=entry, language=self.compiler.language, stage=self.stage) as sp:
+            index = self._index()
+            hit = index.lookup(kid)
+            if hit is not None:  # a warm process: no expansion, no rendering
+                cubin, src = hit
+                cached, origin = True, f"store index {index.ns}"
+                self.store_loads += 1
+            else:
+                src = self.compiler.compile(make_ir())
+                cubin, cached, origin = self._cubin(src, kid)
+                index.record(kid, src, self.nvrtc.artifact_key(src.source, self.arch))
+            sp.record(cached=cached)
+            self.current()
+            module = _ok(self.cu.cuModuleLoadData(cubin), f"cuModuleLoadData({entry})")
+            fn = _ok(self.cu.cuModuleGetFunction(module, entry.encode()), f"cuModuleGetFunction({entry})")
+        from ...environment import log
+
+        if log.enabled("compilation"):
+            log.compile_block(
+                f"{kid.kernel} -> {entry}", kid.text(), self.compiler.language, src.source, cached, origin
+            )
+        return CudaKernel(
+            kid, entry, fn, src, module, tuple(kid.cube_dim), bool(src.info), origin, time.perf_counter() - t0
+        )
+
+    def _index(self) -> CubinIndex:
+        idx = self._cubin_index
+        if idx is None:
+            from ...environment import store
+            from .cpu import _store
+
+            ns = f"compile/cuda/{self.arch}/{self.nvrtc.fingerprint(self.arch)}"
+            idx = self._cubin_index = CubinIndex(_store(store), ns)
+        return idx
+
+    def _cubin(self, src: CompiledSource, kid: KernelId | None) -> tuple[bytes, bool, str]:
+        from ...environment import store
+        from .cpu import _store
+
+        nv = self.nvrtc
+        st = _store(store)
+        ns = f"compile/cuda/{self.arch}/{nv.fingerprint(self.arch)}"
+        key = nv.artifact_key(src.source, self.arch)
+        if st is not None:
+            hit = st.get_artifact(ns, key)
+            if hit is not None:
+                self.store_loads += 1
+                return hit[0].read_bytes(), True, f"store {ns} ({hit[0].name})"
+        cubin, log_text = nv.compile(src.source, src.entry, self.arch)
+        self.compiles += 1
+        if st is not None:
+            meta = {
+                "ext": "cubin",
+                "entry": src.entry,
+                "kernel_id": kid.text() if kid is not None else src.entry,
+                "source": src.source,
+                "compiler": f"nvrtc {nv.version[0]}.{nv.version[1]}",
+                "arch": self.arch,
+            }
+            st.put_artifact(ns, key, cubin, meta)
+        return cubin, False, f"nvrtc {nv.version[0]}.{nv.version[1]} --gpu-architecture={self.arch}"
+
+    def raw_function(self, source: str, entry: str, dynamic_smem: int = 0) -> Any:
+        """A CUfunction of hand-written CUDA C++ (``cuda_mma``), compiled and stored like every
+        cubin (the store key covers the whole source), cached in-process by (source, entry)."""
+        key = (hash(source), entry)
+        fn = self._raw.get(key)
+        if fn is not None:
+            return fn
+        with self._lock:
+            fn = self._raw.get(key)
+            if fn is None:
+                src = CompiledSource(entry, source, "cuda", [], [])
+                with tracing.span("compile", kernel=entry, language="cuda", stage=self.stage) as sp:
+                    cubin, cached, _ = self._cubin(src, None)
+                    sp.record(cached=cached)
+                    self.current()
+                    mod = self._raw_modules.get(hash(cubin))
+                    if mod is None:
+                        mod = self._raw_modules[hash(cubin)] = _ok(self.cu.cuModuleLoadData(cubin), "cuModuleLoadData")
+                    fn = _ok(self.cu.cuModuleGetFunction(mod, entry.encode()), f"cuModuleGetFunction({entry})")
+                    if dynamic_smem > 48 * 1024:  # beyond 48 KiB a kernel must ask for it
+                        attr = self.cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                        _ok(self.cu.cuFuncSetAttribute(fn, attr, dynamic_smem), "cuFuncSetAttribute")
+                self._raw[key] = fn
+        return fn
+
+    def launch_raw(
+        self, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: list[Any], smem: int = 0
+    ) -> None:
+        """Launch a CUfunction with ctypes values as its parameters, in order."""
+        if getattr(_current, "ctx", None) is not self.ctx:
+            self.current()
+        params = (ctypes.c_void_p * max(len(args), 1))(*[ctypes.addressof(a) for a in args])
+        (err,) = self.cu.cuLaunchKernel(fn, *grid, *block, smem, self.stream, ctypes.addressof(params), 0)
+        if int(err) != 0:
+            raise CudaError(f"cuLaunchKernel(grid={grid}, block={block}) failed: {_err_text(err)}")
+        self.launches += 1
+
+    # ---------------------------------------------------------------- execution
+    def launch(self, k: CudaKernel, tensors: list[Any], info: Any, count: Any) -> None:
+        cx, cy, cz = count.x, count.y, count.z
+        if not (cx and cy and cz):
+            return
+        if getattr(_current, "ctx", None) is not self.ctx:
+            self.current()
+        n = len(tensors)
+        # the driver reads the parameters during the call: these arrays may go right after it
+        ptrs = (ctypes.c_uint64 * max(n, 1))(*[t.buffer.ptr + t.offset * t.dtype.itemsize for t in tensors])
+        base = ctypes.addressof(ptrs)
+        addrs = list(range(base, base + 8 * n, 8))
+        if k.has_info:
+            addrs.append(ctypes.addressof(info))
+        params = (ctypes.c_void_p * max(len(addrs), 1))(*addrs)
+        bx, by, bz = k.block
+        (err,) = self.cu.cuLaunchKernel(k.fn, cx, cy, cz, bx, by, bz, 0, self.stream, ctypes.addressof(params), 0)
+        if int(err) != 0:
+            raise CudaError(
+                f"cuLaunchKernel({k.entry}, grid=({cx}, {cy}, {cz}), block={k.block}) failed: {_err_text(err)}"
+            )
+        self.launches += 1
+
+    def sync(self) -> None:
+        self.current()
+        _ok(self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize (a kernel of this device failed)")
+
+    def event(self) -> Any:
+        try:
+            return self._events.pop()
+        except IndexError:
+            self.current()
+            return _ok(self.cu.cuEventCreate(self.cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
+
+
+class CudaClient:
+    """The ComputeClient contract on a CUDA device."""
+
+    #: widest access per unit the backend's line choices should use: one 16-byte vector load
+    #: per operand coalesces across a warp (measured on an H200, bench/gpu.py "add lines":
+    #: 4.09 TB/s at 16 bytes, 3.91 at 32, 3.29 at 64)
+    max_line_bytes = 16
+
+    def __init__(self, index: int) -> None:
+        self.runtime = "cuda"
+        self.index = index
+        self.server = CudaServer(index)
+        s = self.server
+        self.pool = CudaMemoryPool(self._alloc, self._free, s.sync)
+        nv = s.nvrtc
+        adapter = f"cuda-{s.info.name.replace(' ', '_')}-{s.info.uuid}"
+        # physical adapter + runtime<compiler>: how the device was spelled plays no part
+        self.device_id = f"{adapter}/cuda<nvrtc-{nv.version[0]}.{nv.version[1]}-{s.arch}>"
+        self.throughput_id = adapter
+
+    @property
+    def name(self) -> str:
+        return "cuda"
+
+    @property
+    def info(self) -> DeviceInfo:
+        return self.server.info
+
+    # ---------------------------------------------------------------- memory
+    def _alloc(self, nbytes: int) -> int:
+        s = self.server
+        s.current()
+        err, ptr = s.cu.cuMemAlloc(nbytes)
+        if int(err) == int(s.cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY):
+            raise DeviceOutOfMemory(nbytes)
+        if int(err) != 0:
+            raise CudaError(f"cuMemAlloc({nbytes}) failed: {_err_text(err)}")
+        return int(ptr)
+
+    def _free(self, ptr: int) -> None:
+        s = self.server
+        s.current()
+        _ok(s.cu.cuMemFree(ptr), "cuMemFree")
+
+    def empty(self, nbytes: int) -> CudaBuffer:
+        return self.pool.reserve(nbytes)
+
+    def create(self, array: np.ndarray) -> CudaBuffer:
+        """A new buffer holding a copy of ``array``'s elements in C order."""
+        buf = self.pool.reserve(array.nbytes)
+        if array.nbytes:
+            self.write(buf, array)
+        return buf
+
+    def write(self, buf: CudaBuffer, array: np.ndarray, byte_offset: int = 0) -> None:
+        """Copy ``array`` (C order) into the buffer, ordered after the launches before it."""
+        if not array.nbytes:
+            return
+        a = np.ascontiguousarray(array)
+        s = self.server
+        s.current()
+        # from pageable memory the call returns once the bytes are staged: ``a`` may go at once
+        _ok(s.cu.cuMemcpyHtoDAsync(buf.ptr + byte_offset, a.ctypes.data, a.nbytes, s.stream), "cuMemcpyHtoDAsync")
+
+    def read(
+        self,
+        buf: CudaBuffer,
+        dtype: np.dtype,
+        shape: tuple[int, ...],
+        strides: tuple[int, ...] | None = None,
+        byte_offset: int = 0,
+    ) -> np.ndarray:
+        """A host copy of the elements (``strides`` in bytes; None = C order): the byte span the
+        view covers comes over in one copy, the view is taken on the host."""
+        dtype = np.dtype(dtype)
+        shape = tuple(shape)
+        if any(n == 0 for n in shape):
+            return np.empty(shape, dtype)
+        if strides is None:
+            strides = _c_strides(shape, dtype.itemsize)
+        lo = sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)
+        hi = sum((n - 1) * st for n, st in zip(shape, strides) if st > 0) + dtype.itemsize
+        host = np.empty(hi - lo, np.uint8)
+        s = self.server
+        s.current()
+        _ok(
+            s.cu.cuMemcpyDtoHAsync(host.ctypes.data, buf.ptr + byte_offset + lo, hi - lo, s.stream),
+            "cuMemcpyDtoHAsync",
+        )
+        s.sync()
+        view = np.ndarray(shape, dtype, buffer=host, offset=-lo, strides=strides)
+        if view.flags.c_contiguous and lo == 0 and hi - lo == view.nbytes:
+            return view
+        return np.array(view, copy=True, order="C")
+
+    # ---------------------------------------------------------------- kernels
+    def launch(self, kernel: Any, count: Any, dim: Any, *args: Any, **kwargs: Any) -> None:
+        kernel.launch(self, count, dim, *args, **kwargs)
+
+    def pipeline(self, kid: Any, make_ir: Callable[[], Any]) -> Any:
+        return self.server.pipeline(kid, make_ir)
+
+    def sync(self) -> None:
+        self.server.sync()
+
+    def profile(self, fn: Callable[[], Any]) -> tuple[Any, float]:
+        """Run ``fn`` between two events on the device's stream; (its result, device seconds)."""
+        s = self.server
+        cu = s.cu
+        e0, e1 = s.event(), s.event()
+        try:
+            _ok(cu.cuEventRecord(e0, s.stream), "cuEventRecord")
+            r = fn()
+            _ok(cu.cuEventRecord(e1, s.stream), "cuEventRecord")
+            _ok(cu.cuEventSynchronize(e1), "cuEventSynchronize")
+            ms = float(_ok(cu.cuEventElapsedTime(e0, e1), "cuEventElapsedTime"))
+        finally:
+            s._events.extend((e0, e1))
+        return r, ms / 1e3
+
+    def memory_usage(self) -> dict[str, Any]:
+        return self.pool.usage()
+
+    def __repr__(self) -> str:
+        return f"CudaClient(cuda:{self.index} {self.server.info.name} {self.server.arch})"
+
+
+def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    out = [0] * len(shape)
+    acc = itemsize
+    for i in range(len(shape) - 1, -1, -1):
+        out[i] = acc
+        acc *= max(shape[i], 1)
+    return tuple(out)
+
+
+def create_client(args: Any) -> CudaClient:
+    """``get_client("cuda", (index,))``: the client of CUDA device ``index``."""
+    index = int(args[0] if isinstance(args, tuple) else args)
+    try:
+        return CudaClient(index)
+    except CompilationError:
+        raise
+    except DeviceUnavailableError:
+        raise
+    except ModuleNotFoundError:
+        raise
+    except CudaError as e:
+        raise DeviceUnavailableError(f"CUDA device {index} could not start: {e}") from None
