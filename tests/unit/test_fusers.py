@@ -177,3 +177,14 @@ def test_row_and_column_broadcasts_run_in_lines(rng: np.random.Generator, shape:
     r = ((a + b).astype(dtype) * dtype(0.5)).astype(dtype)
     ref = (np.maximum(r, 0) - b).astype(dtype)
     np.testing.assert_array_equal(out, ref)
+
+
+def test_a_few_long_rows_keep_the_cube_splitting_reduction(rng: np.random.Generator) -> None:
+    """The fused reduction runs a unit or a cube per row: a large 1-d sum stays with the
+    elementwise kernel and the unfused reduction, which splits the row over many cubes."""
+    a = rng.standard_normal(1 << 18).astype(np.float32)
+    x = _t(a)
+    with ember.inspect_fusion(DEV) as rec:
+        out = (x * x + 1.0).sum().numpy()
+    assert "reduce_prologue" not in [b.fuser for b in rec.blocks], rec
+    np.testing.assert_allclose(out, (a.astype(np.float64) ** 2 + 1).sum(), rtol=1e-5)
