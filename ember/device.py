@@ -130,8 +130,9 @@ class Device:
     def default() -> Device:
         """``EMBER_DEVICE`` (e.g. ``flex``, ``cpu``, ``cuda:0``) if set, else Flex.
 
-        Flex stays the default until the JIT devices implement the whole op catalog with
-        fusion (eager per-op kernels lose to numpy on small tensors)."""
+        Flex stays the default: on small tensors numpy's per-op cost beats a kernel launch
+        (a 128x256 MLP step: 0.48 ms on Flex, 1.59 ms on the fused CPU device), while large
+        elementwise chains are where ``Device.cpu()`` wins (9x numpy on 16M floats)."""
         env = os.environ.get("EMBER_DEVICE")
         if env:
             return Device.parse(env)

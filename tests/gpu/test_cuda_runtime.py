@@ -96,10 +96,10 @@ def test_axpy_launch_and_pool_reuse(cuda_client, rng):
     tx, ty = put(cuda_client, x), put(cuda_client, y)
     axpy.launch(cuda_client, cube.CubeCount.covering(n, 256), cube.CubeDim(256), tx, ty, 2.0)
     np.testing.assert_allclose(get(cuda_client, ty), 2.0 * x + y, rtol=1e-6)
-    before = cuda_client.pool.usage()["driver_allocs"]
+    before = cuda_client.pool.usage()["device_allocs"]
     del tx
     tz = put(cuda_client, x)  # the same size class: the freed block comes back
-    assert cuda_client.pool.usage()["driver_allocs"] == before
+    assert cuda_client.pool.usage()["device_allocs"] == before
     del tz
 
 

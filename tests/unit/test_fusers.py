@@ -16,6 +16,12 @@ from ember.backends.fusion.inspect import fusion_backend
 DEV = Device.cpu()
 
 
+@pytest.fixture(autouse=True)
+def _empty_stream() -> None:
+    """Ops another test left queued on the shared device would join the first drain here."""
+    DEV.sync()
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     seed = np.random.SeedSequence().entropy

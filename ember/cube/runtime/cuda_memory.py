@@ -14,13 +14,10 @@ and the pool stays usable.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
-from ... import tracing
-from ...errors import OutOfMemoryError
-from .memory import size_class
+from .pool import BlockPool
 
 __all__ = ["CudaBuffer", "CudaMemoryPool", "DeviceOutOfMemory"]
 
@@ -54,88 +51,27 @@ class CudaBuffer:
         return f"CudaBuffer(0x{self.ptr:x}, {self.nbytes} bytes)"
 
 
-class CudaMemoryPool:
-    """Free lists of device blocks per size class (list append/pop are atomic under the GIL)."""
+class CudaMemoryPool(BlockPool):
+    """Device blocks from ``cuMemAlloc``, cached without limit (``release_cached`` gives them
+    back, after a stream sync, when an allocation fails)."""
+
+    device = "cuda device"
+    oom_errors = (DeviceOutOfMemory,)
 
     def __init__(self, alloc: Callable[[int], int], free: Callable[[int], None], sync: Callable[[], None]) -> None:
+        super().__init__()
         self._alloc = alloc  # raises DeviceOutOfMemory
         self._free_fn = free
         self._sync = sync
-        self._free: dict[int, list[int]] = {}
-        self.cached_bytes = 0
-        self.allocated_bytes = 0
-        self.peak_bytes = 0
-        self.reservations = 0
-        self.reuses = 0
-        self.driver_allocs = 0
-        self._lock = threading.Lock()
 
-    def reserve(self, nbytes: int) -> CudaBuffer:
-        if tracing.active:
-            with tracing.span("reserve", bytes=nbytes):
-                return self._reserve(nbytes)
-        return self._reserve(nbytes)
+    def _new_block(self, cap: int) -> int:
+        return self._alloc(cap)
 
-    def _reserve(self, nbytes: int) -> CudaBuffer:
-        cap = size_class(nbytes)
-        self.reservations += 1
-        lst = self._free.get(cap)
-        ptr = None
-        if lst:
-            try:
-                ptr = lst.pop()
-                self.cached_bytes -= cap
-                self.reuses += 1
-            except IndexError:
-                ptr = None
-        if ptr is None:
-            ptr = self._allocate(cap)
+    def _wrap(self, ptr: int, nbytes: int, cap: int) -> CudaBuffer:
         return CudaBuffer(ptr, nbytes, cap, self)
 
-    def _allocate(self, cap: int) -> int:
-        try:
-            ptr = self._alloc(cap)
-        except DeviceOutOfMemory:
-            released = self.release_cached()
-            try:
-                ptr = self._alloc(cap)
-            except DeviceOutOfMemory:
-                raise OutOfMemoryError(
-                    f"cannot allocate {cap} bytes on the cuda device even after releasing {released} "
-                    f"cached bytes ({self.allocated_bytes} bytes held by live tensors)"
-                ) from None
-        self.driver_allocs += 1
-        self.allocated_bytes += cap
-        self.peak_bytes = max(self.peak_bytes, self.allocated_bytes)
-        return ptr
+    def _free_block(self, ptr: int) -> None:
+        self._free_fn(ptr)
 
-    def _recycle(self, ptr: int, cap: int) -> None:
-        self._free.setdefault(cap, []).append(ptr)
-        self.cached_bytes += cap
-
-    def release_cached(self) -> int:
-        """Return every cached block to the driver (after the stream is idle); the bytes freed."""
-        with self._lock:
-            self._sync()
-            freed = 0
-            for cap, lst in list(self._free.items()):
-                while lst:
-                    try:
-                        ptr = lst.pop()
-                    except IndexError:
-                        break
-                    self._free_fn(ptr)
-                    freed += cap
-            self.cached_bytes = 0
-            self.allocated_bytes -= freed
-            return freed
-
-    def usage(self) -> dict[str, Any]:
-        return {
-            "allocated_bytes": self.allocated_bytes,
-            "cached_bytes": self.cached_bytes,
-            "peak_bytes": self.peak_bytes,
-            "reservations": self.reservations,
-            "reuses": self.reuses,
-            "driver_allocs": self.driver_allocs,
-        }
+    def _before_release(self) -> None:
+        self._sync()

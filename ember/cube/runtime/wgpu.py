@@ -51,7 +51,7 @@ from ..ir import KernelIr
 from ..kernel_id import KernelId
 from ..types import elem_of_dtype
 from . import wgpu_adapters as adapters
-from .memory import size_class
+from .pool import BlockPool
 from .service import InlineChannel
 
 __all__ = ["create_client", "WgpuClient", "WgpuServer", "WgpuBuffer", "WgpuPool", "CANARY_SOURCE", "Canary"]
@@ -152,8 +152,8 @@ class WgpuBuffer:
         return f"WgpuBuffer(#{self.ptr:x}, {self.nbytes} bytes)"
 
 
-class WgpuPool:
-    """Free lists of GPU buffers per size class (``memory.size_class``). Reuse is safe in queue
+class WgpuPool(BlockPool):
+    """Free lists of GPU buffers per size class (``pool.BlockPool``). Reuse is safe in queue
     order: a buffer returned here may still be read by recorded launches, and every later use
     is recorded or written after them (the server flushes before host writes).
 
@@ -163,81 +163,29 @@ class WgpuPool:
     (released) in the same collection, and its ``__del__`` would put a dead buffer on the free
     list."""
 
+    device = "wgpu device"
+    #: wgpu reports allocation failures as generic errors
+    oom_errors = (Exception,)
+
     def __init__(self, device: Any, max_cached_bytes: int = 4 << 30) -> None:
-        self.device = device
-        self.max_cached = max_cached_bytes
-        self._free: dict[int, list[Any]] = {}
-        self.cached_bytes = 0
-        self.allocated_bytes = 0
-        self.reservations = 0
-        self.reuses = 0
+        super().__init__(max_cached_bytes, min_bytes=_MIN_BYTES)
+        self.wgpu_device = device
         self._ids = 0
         self._live: dict[int, Any] = {}
 
-    def reserve(self, nbytes: int) -> WgpuBuffer:
-        if tracing.active:
-            with tracing.span("reserve", bytes=nbytes):
-                return self._reserve(nbytes)
-        return self._reserve(nbytes)
+    def _new_block(self, cap: int) -> Any:
+        return self.wgpu_device.create_buffer(size=cap, usage=_usage())
 
-    def _reserve(self, nbytes: int) -> WgpuBuffer:
-        cap = size_class(max(nbytes, _MIN_BYTES))
-        self.reservations += 1
+    def _wrap(self, handle: Any, nbytes: int, cap: int) -> WgpuBuffer:
         self._ids += 1
-        lst = self._free.get(cap)
-        if lst:
-            try:
-                h = lst.pop()
-                self.cached_bytes -= cap
-                self.reuses += 1
-                self._live[self._ids] = h
-                return WgpuBuffer(h, nbytes, cap, self, self._ids)
-            except IndexError:
-                pass
-        try:
-            h = self.device.create_buffer(size=cap, usage=_usage())
-        except Exception as e:  # noqa: BLE001 - wgpu reports allocation failures as generic errors
-            self.release_cached()
-            try:
-                h = self.device.create_buffer(size=cap, usage=_usage())
-            except Exception:  # noqa: BLE001
-                raise OutOfMemoryError(
-                    f"cannot allocate {cap} bytes on the wgpu device ({self.allocated_bytes} bytes allocated): {e}"
-                ) from None
-        self.allocated_bytes += cap
-        self._live[self._ids] = h
-        return WgpuBuffer(h, nbytes, cap, self, self._ids)
+        self._live[self._ids] = handle
+        return WgpuBuffer(handle, nbytes, cap, self, self._ids)
 
-    def _recycle(self, ptr: int, cap: int) -> None:
+    def _recycle(self, ptr: int, cap: int) -> None:  # type: ignore[override]
+        # a WgpuBuffer passes its id: the pool owns the wgpu buffer (see above)
         handle = self._live.pop(ptr, None)
-        if handle is None:
-            return
-        if self.cached_bytes + cap > self.max_cached:
-            self.allocated_bytes -= cap
-            return  # wgpu frees it once no recorded work uses it
-        self._free.setdefault(cap, []).append(handle)
-        self.cached_bytes += cap
-
-    def release_cached(self) -> int:
-        freed = 0
-        for cap, lst in list(self._free.items()):
-            while lst:
-                try:
-                    lst.pop()
-                except IndexError:
-                    break
-                freed += cap
-        self.cached_bytes = 0
-        self.allocated_bytes -= freed
-        return freed
-
-    def usage(self) -> dict[str, Any]:
-        return {
-            "allocated_bytes": self.allocated_bytes,
-            "cached_bytes": self.cached_bytes,
-            "reservations": self.reservations,
-            "reuses": self.reuses,
-        }
+        if handle is not None:
+            super()._recycle(handle, cap)
 
 
 def _usage() -> Any:
