@@ -4,8 +4,9 @@ kernel that computes the prologue while reading (fuse-on-read): no intermediate 
 
 The block is a run of elementwise ops over one shape ``S`` ending in ``sum``/``prod``/
 ``max``/``min`` over the last axis of the run's result, with no intermediate observed after
-the block, and enough rows to fill the device (``MIN_ROWS``) unless the input is small. ``reduce.run_fused_reduce`` runs it; its float sums agree with the unfused
-reduction to rounding (a different accumulation order), not bit for bit.
+the block, and enough rows to fill the device (``MIN_ROWS``) unless the input is small.
+``reduce.run_fused_reduce`` runs it; its float sums agree with the unfused reduction to
+rounding (a different accumulation order), not bit for bit.
 """
 
 from __future__ import annotations
