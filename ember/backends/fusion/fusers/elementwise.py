@@ -19,8 +19,6 @@ never a tensor id, because a cached plan is replayed on later drains with new id
 from __future__ import annotations
 
 import math
-import sys
-import weakref
 from typing import Any
 
 from ... import base
@@ -33,6 +31,7 @@ from ...base import (
     SCALAR_OPS,
     UNARY_OPS,
 )
+from ...cube.elementwise import _REFCOUNT_SAFE, _exclusive
 from ..ir import READ_WRITE, OperationIr, TensorIr
 
 __all__ = ["ElementwiseFuser", "fusable", "Builder", "observed", "donor_candidates"]
@@ -243,9 +242,6 @@ def _last_use_in(block: list[OperationIr], tid: int) -> bool:
 
 
 def exclusive(t: Any) -> bool:
-    """At run time: ``t`` is a plain contiguous buffer no other view shares (the buffer's
-    references: ``t``'s slot, the local name and getrefcount's argument)."""
-    buf = getattr(t, "buffer", None)
-    if buf is None or t.offset != 0 or not t.is_contiguous():
-        return False
-    return sys.getrefcount(buf) == 3 and weakref.getweakrefcount(buf) == 0
+    """At run time: no other view and no weak reference shares ``t``'s buffer (the Cube
+    backend's own donation test; ``run_fused`` checks dtype, shape and layout)."""
+    return _REFCOUNT_SAFE and _exclusive(t.buffer)
