@@ -3,7 +3,49 @@
 Kept as a Python string so it ships inside the package without package-data rules.
 """
 
-PRELUDE = r"""
+#: numpy-semantics integer and float helpers, shared with the CUDA prelude: ``EM_FN`` is the
+#: target's qualifier for an inlined helper (C: static inline; CUDA: __device__ __forceinline__)
+NUMPY_HELPERS = r"""
+/* integer floor division and modulo with Python's signs; x / 0 == 0 and x % 0 == 0 (as numpy) */
+#define EM_SIGNED_DIVMOD(T, S)                                                                      \
+    EM_FN T em_floordiv_##S(T a, T b) {                                                             \
+        if (b == 0) return 0;                                                                       \
+        if (b == -1) return (T)(0 - a);                                                             \
+        T q = a / b;                                                                                \
+        if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;                                           \
+        return q;                                                                                   \
+    }                                                                                               \
+    EM_FN T em_mod_##S(T a, T b) {                                                                  \
+        if (b == 0 || b == -1) return 0;                                                            \
+        T r = a % b;                                                                                \
+        if (r != 0 && ((r < 0) != (b < 0))) r += b;                                                 \
+        return r;                                                                                   \
+    }
+EM_SIGNED_DIVMOD(int32_t, i32)
+EM_SIGNED_DIVMOD(int64_t, i64)
+#define EM_UNSIGNED_DIVMOD(T, S)                                                                    \
+    EM_FN T em_floordiv_##S(T a, T b) { return b ? a / b : 0; }                                     \
+    EM_FN T em_mod_##S(T a, T b) { return b ? a % b : 0; }
+EM_UNSIGNED_DIVMOD(uint32_t, u32)
+EM_UNSIGNED_DIVMOD(uint64_t, u64)
+
+#define EM_FLOAT_HELPERS(T, S)                                                                      \
+    EM_FN T em_mod_##S(T a, T b) {                                                                  \
+        T r = fmod(a, b);                                                                           \
+        if (r != 0) { if ((b < 0) != (r < 0)) r += b; }                                             \
+        else r = copysign((T)0, b);                                                                 \
+        return r;                                                                                   \
+    }                                                                                               \
+    EM_FN T em_floordiv_##S(T a, T b) { return floor(a / b); }                                      \
+    EM_FN T em_max_##S(T a, T b) { return (a > b || a != a) ? a : b; }                              \
+    EM_FN T em_min_##S(T a, T b) { return (a < b || a != a) ? a : b; }                              \
+    EM_FN T em_sign_##S(T a) { return a > 0 ? (T)1 : (a < 0 ? (T)-1 : a); }
+EM_FLOAT_HELPERS(float, f32)
+EM_FLOAT_HELPERS(double, f64)
+"""
+
+PRELUDE = (
+    r"""
 /* ember cube C prelude: helpers with numpy's semantics (floor division, modulo, NaN-propagating
    min/max), half-precision conversions, info-word readers, and atomics. */
 #include <stdint.h>
@@ -14,44 +56,10 @@ PRELUDE = r"""
 
 #define EM_INLINE static inline __attribute__((always_inline, unused))
 
-
-/* integer floor division and modulo with Python's signs; x / 0 == 0 and x % 0 == 0 (as numpy) */
-#define EM_SIGNED_DIVMOD(T, S)                                                                      \
-    EM_INLINE T em_floordiv_##S(T a, T b) {                                                        \
-        if (b == 0) return 0;                                                                       \
-        if (b == -1) return (T)(0 - a);                                                             \
-        T q = a / b;                                                                                \
-        if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;                                           \
-        return q;                                                                                   \
-    }                                                                                               \
-    EM_INLINE T em_mod_##S(T a, T b) {                                                             \
-        if (b == 0 || b == -1) return 0;                                                            \
-        T r = a % b;                                                                                \
-        if (r != 0 && ((r < 0) != (b < 0))) r += b;                                                 \
-        return r;                                                                                   \
-    }
-EM_SIGNED_DIVMOD(int32_t, i32)
-EM_SIGNED_DIVMOD(int64_t, i64)
-#define EM_UNSIGNED_DIVMOD(T, S)                                                                    \
-    EM_INLINE T em_floordiv_##S(T a, T b) { return b ? a / b : 0; }                                \
-    EM_INLINE T em_mod_##S(T a, T b) { return b ? a % b : 0; }
-EM_UNSIGNED_DIVMOD(uint32_t, u32)
-EM_UNSIGNED_DIVMOD(uint64_t, u64)
-
-#define EM_FLOAT_HELPERS(T, S)                                                                      \
-    EM_INLINE T em_mod_##S(T a, T b) {                                                             \
-        T r = fmod(a, b);                                                                           \
-        if (r != 0) { if ((b < 0) != (r < 0)) r += b; }                                             \
-        else r = copysign((T)0, b);                                                                 \
-        return r;                                                                                   \
-    }                                                                                               \
-    EM_INLINE T em_floordiv_##S(T a, T b) { return floor(a / b); }                                 \
-    EM_INLINE T em_max_##S(T a, T b) { return (a > b || a != a) ? a : b; }                         \
-    EM_INLINE T em_min_##S(T a, T b) { return (a < b || a != a) ? a : b; }                         \
-    EM_INLINE T em_sign_##S(T a) { return a > 0 ? (T)1 : (a < 0 ? (T)-1 : a); }
-EM_FLOAT_HELPERS(float, f32)
-EM_FLOAT_HELPERS(double, f64)
-
+#define EM_FN EM_INLINE
+"""
+    + NUMPY_HELPERS
+    + r"""
 #define EM_ADD(a, b) ((a) + (b))
 #define EM_SUB(a, b) ((a) - (b))
 #define EM_MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -94,3 +102,4 @@ EM_INLINE double em_slot_f64(uint64_t w) { double d; memcpy(&d, &w, 8); return d
         em_old_;                                                                                    \
     })
 """
+)

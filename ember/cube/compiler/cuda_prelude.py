@@ -3,9 +3,13 @@
 Self-contained on purpose: NVRTC gets no include path, so kernels compile with the NVRTC wheel
 alone (no toolkit headers). Half types are raw 16-bit storage converted with ``cvt`` (PTX), which
 rounds to nearest even exactly as ``cuda_fp16.h`` does; they compute in f32 (as the C target).
+The numpy-semantics integer and float helpers are the C prelude's text (``NUMPY_HELPERS``).
 """
 
-PRELUDE = r"""
+from .c_prelude import NUMPY_HELPERS
+
+PRELUDE = (
+    r"""
 /* ember cube CUDA prelude: fixed-width integers, numpy-semantics helpers, half conversions,
    16-byte lines, info words, warp (plane) collectives and atomics. */
 typedef signed char int8_t;
@@ -23,43 +27,10 @@ typedef unsigned long long em_size_t;
 #define NAN __int_as_float(0x7fc00000)
 #define INFINITY __int_as_float(0x7f800000)
 
-/* integer floor division and modulo with Python's signs; x / 0 == 0 and x % 0 == 0 (as numpy) */
-#define EM_SIGNED_DIVMOD(T, S)                                                                      \
-    EM_DEV T em_floordiv_##S(T a, T b) {                                                           \
-        if (b == 0) return 0;                                                                       \
-        if (b == -1) return (T)(0 - a);                                                             \
-        T q = a / b;                                                                                \
-        if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1;                                           \
-        return q;                                                                                   \
-    }                                                                                               \
-    EM_DEV T em_mod_##S(T a, T b) {                                                                \
-        if (b == 0 || b == -1) return 0;                                                            \
-        T r = a % b;                                                                                \
-        if (r != 0 && ((r < 0) != (b < 0))) r += b;                                                 \
-        return r;                                                                                   \
-    }
-EM_SIGNED_DIVMOD(int32_t, i32)
-EM_SIGNED_DIVMOD(int64_t, i64)
-#define EM_UNSIGNED_DIVMOD(T, S)                                                                    \
-    EM_DEV T em_floordiv_##S(T a, T b) { return b ? a / b : 0; }                                   \
-    EM_DEV T em_mod_##S(T a, T b) { return b ? a % b : 0; }
-EM_UNSIGNED_DIVMOD(uint32_t, u32)
-EM_UNSIGNED_DIVMOD(uint64_t, u64)
-
-#define EM_FLOAT_HELPERS(T, S)                                                                      \
-    EM_DEV T em_mod_##S(T a, T b) {                                                                \
-        T r = fmod(a, b);                                                                           \
-        if (r != 0) { if ((b < 0) != (r < 0)) r += b; }                                             \
-        else r = copysign((T)0, b);                                                                 \
-        return r;                                                                                   \
-    }                                                                                               \
-    EM_DEV T em_floordiv_##S(T a, T b) { return floor(a / b); }                                    \
-    EM_DEV T em_max_##S(T a, T b) { return (a > b || a != a) ? a : b; }                            \
-    EM_DEV T em_min_##S(T a, T b) { return (a < b || a != a) ? a : b; }                            \
-    EM_DEV T em_sign_##S(T a) { return a > 0 ? (T)1 : (a < 0 ? (T)-1 : a); }
-EM_FLOAT_HELPERS(float, f32)
-EM_FLOAT_HELPERS(double, f64)
-
+#define EM_FN EM_DEV
+"""
+    + NUMPY_HELPERS
+    + r"""
 /* half types: raw bits in memory, f32 in registers; a cast to them rounds */
 EM_DEV float em_h2f(uint16_t h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 EM_DEV uint16_t em_f2h(float f) { uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
@@ -270,3 +241,4 @@ EM_DEV int32_t em_atomic_exchange(int32_t *p, int32_t v) { return atomicExch(p, 
 EM_DEV uint32_t em_atomic_exchange(uint32_t *p, uint32_t v) { return atomicExch(p, v); }
 EM_DEV uint64_t em_atomic_exchange(uint64_t *p, uint64_t v) { return atomicExch((unsigned long long *)p, v); }
 """
+)
