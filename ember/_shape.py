@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DimError, ShapeError
+from .errors import DimError, IndexOutOfRangeError, ShapeError
 
 Shape = tuple[int, ...]
 
@@ -112,3 +112,16 @@ def numel(shape: Shape) -> int:
     for s in shape:
         n *= s
     return n
+
+
+def wrapped_indices(a: np.ndarray, n: int, what: str) -> np.ndarray | None:
+    """Integer index values for a dim of size ``n``: raises ``IndexOutOfRangeError`` for one
+    outside [-n, n); returns the values with negatives wrapped once (as Python's), or None when
+    none is negative (the indices serve as they are)."""
+    lo, hi = int(a.min()), int(a.max())
+    if lo < -n or hi >= n:
+        bad = lo if lo < -n else hi
+        raise IndexOutOfRangeError(f"index {bad} is out of bounds for {what} of size {n}")
+    if lo < 0:
+        return np.where(a < 0, a + n, a)
+    return None

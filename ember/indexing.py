@@ -39,14 +39,8 @@ def _checked_indices(t: Tensor, idx: Tensor, n: int, what: str) -> Tensor:
         # a queued index is not read here (that would drain the stream); kernels never
         # access memory out of bounds, but an out-of-range value is then not reported
         return idx
-    a = np.asarray(idx.numpy())
-    lo, hi = int(a.min()), int(a.max())
-    if lo < -n or hi >= n:
-        bad = lo if lo < -n else hi
-        raise IndexOutOfRangeError(f"index {bad} is out of bounds for {what} of size {n}")
-    if lo < 0:
-        idx = t._from_like(np.where(a < 0, a + n, a))
-    return idx
+    wrapped = S.wrapped_indices(np.asarray(idx.numpy()), n, what)
+    return idx if wrapped is None else t._from_like(wrapped)
 
 
 def _expand_key(t: Tensor, key: Any) -> list[Any]:

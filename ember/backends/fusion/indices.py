@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ... import _shape as S
 from ... import dtype as dt
-from ...errors import IndexOutOfRangeError
 
 __all__ = ["INDEX_OPS", "checked_args"]
 
@@ -24,13 +24,8 @@ def _fix(inner: Any, idx: Any, n: int, what: str) -> Any:
     a = np.asarray(inner.into_data(idx))
     if a.size == 0 or a.dtype.kind not in "iu":
         return idx
-    lo, hi = int(a.min()), int(a.max())
-    if lo < -n or hi >= n:
-        bad = lo if lo < -n else hi
-        raise IndexOutOfRangeError(f"index {bad} is out of bounds for {what} of size {n}")
-    if lo < 0:
-        return inner.from_data(np.where(a < 0, a + n, a).astype(np.int64), dt.int64)
-    return idx
+    wrapped = S.wrapped_indices(a, n, what)
+    return idx if wrapped is None else inner.from_data(wrapped.astype(np.int64), dt.int64)
 
 
 def _dim_size(p: Any, d: int) -> int:
