@@ -65,14 +65,18 @@ class MatmulEpilogueFuser:
         for off in range(1, len(block)):
             b.op(off)
         b.prog.append(("out", 0, b.regs[block[-1].outputs[0].id]))
-        return (tuple(b.prog), b.ext, b.scalars)
+        prog = tuple(b.prog)
+        # the program's part of the tuning key, computed once per plan (not per drain)
+        digest = hashlib.sha1(repr(prog).encode()).hexdigest()[:10]
+        return (prog, digest, b.ext, b.scalars)
 
     def execute(self, inner: Any, ops: list[OperationIr], data: Any, env: dict[int, Any]) -> None:
-        prog, ext, scal = data
+        prog, digest, ext, scal = data
         mm = ops[0]
         last = ops[-1].outputs[0]
         job = _Job(
             prog,
+            digest,
             tuple(env[ops[off].inputs[pos].id] for off, pos in ext),
             tuple((ops[off].args[arg], d) for off, arg, d in scal),
             last.dtype,
@@ -82,12 +86,14 @@ class MatmulEpilogueFuser:
 
 
 class _Job:
-    """The epilogue of one launch: program, extra inputs, scalars, output dtype."""
+    """The epilogue of one launch: program (and its digest), extra inputs, scalars, output dtype."""
 
-    __slots__ = ("prog", "extra", "scalars", "dtype")
+    __slots__ = ("prog", "digest", "extra", "scalars", "dtype")
 
-    def __init__(self, prog: tuple[Any, ...], extra: tuple[Any, ...], scalars: tuple[Any, ...], dtype: Any) -> None:
+    def __init__(self, prog: tuple[Any, ...], digest: str, extra: tuple[Any, ...], scalars: tuple[Any, ...],
+                 dtype: Any) -> None:
         self.prog = prog
+        self.digest = digest
         self.extra = extra
         self.scalars = scalars
         self.dtype = dtype
@@ -110,8 +116,7 @@ def _separate(backend: Any, a: Any, b: Any, job: _Job) -> Any:
 
 
 def _key(level: Any, backend: Any, a: Any, b: Any, job: _Job) -> tuple[Any, ...]:
-    digest = hashlib.sha1(repr(job.prog).encode()).hexdigest()[:10]
-    return (*matmul_key(level, backend, a, b, None), digest)
+    return (*matmul_key(level, backend, a, b, None), job.digest)
 
 
 EPILOGUE_TUNABLES = autotune.TunableSet(
