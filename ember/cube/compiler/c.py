@@ -29,7 +29,6 @@ SIMD; ops without a vector form are a per-lane loop GCC vectorises.
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from typing import Any
 
@@ -37,60 +36,16 @@ from .. import ir
 from ..ir import ARRAY, LOCAL, LOCAL_ARRAY, SCALAR, SSA, Const, Type, Var
 from ..types import BOOL, Elem, bf16, f16
 from .base import Capabilities, CompiledSource, CStyleCompiler, Lines
+from .c_lines import (
+    COMPARE,
+    FLOAT_MINMAX,
+    LIBM_CALL,
+    byte_sized,
+    vector_math,
+    vector_minmax,
+)
 from .c_prelude import PRELUDE
 from .emitter import Emitter
-
-#: a lane expression that is one call of a libm function with a libmvec vector variant
-_LIBM_CALL = re.compile(
-    r"^(exp|log|sin|cos|tan|tanh|expm1|log1p|erf|exp2|log2|log10|sinh|cosh|asin|acos|atan)\((\w+)\[l_\]\)$"
-)
-def _vector_minmax(op: str, vt: str, target: str, a: str, b: str) -> str:
-    """``target = max/min(a, b)`` on float lines, NaN-propagating (numpy's maximum/minimum:
-    ``a`` when ``a > b`` or ``a`` is NaN, else ``b``) as vector compares and a bit select; GCC
-    leaves the per-lane loop of ``em_max_*`` scalar. ``a``/``b`` may be lines or scalars."""
-    cmp = ">" if op == "max" else "<"
-    return (
-        f"{{ const {vt} a_ = ({vt}){{}} + {a}; const {vt} b_ = ({vt}){{}} + {b}; "
-        f"const __typeof__(a_ {cmp} b_) m_ = (a_ {cmp} b_) | (a_ != a_); "
-        f"{target} = ({vt})((m_ & (__typeof__(m_))a_) | (~m_ & (__typeof__(m_))b_)); }}"
-    )
-
-
-_FLOAT_MINMAX = re.compile(r"^em_(max|min)_f(?:32|64)\(")
-_COMPARE = re.compile(r"^\S+ (==|!=|<|<=|>|>=) \S+$")
-
-
-def _byte_sized(a: Any) -> bool:
-    t = getattr(a, "type", None)
-    return t is not None and t.elem.bits == 8
-
-
-#: (C element type, line width) -> (x86-64 vector ABI variant letter, the macro that enables it)
-_MVEC_VARIANTS = {
-    ("float", 4): ("b", "__SSE2__"),
-    ("float", 8): ("d", "__AVX2__"),
-    ("float", 16): ("e", "__AVX512F__"),
-    ("double", 2): ("b", "__SSE2__"),
-    ("double", 4): ("d", "__AVX2__"),
-    ("double", 8): ("e", "__AVX512F__"),
-}
-
-
-def vector_math(fn: str, vt: str, ct: str, w: int) -> str:
-    """``em_v_<fn>_<vt>``: ``fn`` on a line. With EM_MVEC (the toolchain linked libmvec) and the
-    ISA the variant needs, one call of glibc's SIMD variant (<= 4 ulp, glibc's bound), else
-    the per-lane libm loop; GCC does not vectorise lane loops over vector values itself."""
-    loop = f"{{ {vt} r; for (int l = 0; l < {w}; ++l) r[l] = {fn}(x[l]); return r; }}"
-    head = f"EM_INLINE {vt} em_v_{fn}_{vt}({vt} x)"
-    variant = _MVEC_VARIANTS.get((ct, w))
-    if variant is None:
-        return f"{head} {loop}"
-    letter, isa = variant
-    name = f"_ZGV{letter}N{w}v_{fn}{'f' if ct == 'float' else ''}"
-    return (
-        f"#if defined(EM_MVEC) && defined({isa})\n{vt} {name}({vt});\n{head} {{ return {name}(x); }}\n"
-        f"#else\n{head} {loop}\n#endif"
-    )
 
 __all__ = ["CCompiler"]
 
@@ -469,7 +424,7 @@ class _Emitter(Emitter):
     def lanewise(self, out: Var, args: tuple[Any, ...], render: Any) -> None:
         tgt = self.declare(out)
         expr = render([self.lane_val(a) for a in args])
-        m = _LIBM_CALL.match(expr)
+        m = LIBM_CALL.match(expr)
         if m and out.type.elem.name in ("f32", "f64"):
             # one libm call per lane: a vector-math helper (libmvec's SIMD variant where the
             # toolchain found it, else the same per-lane loop), see ``vector_math``
@@ -477,14 +432,14 @@ class _Emitter(Emitter):
             self.vmath.add((m.group(1), vt, self.c.scalar_type(out.type.elem), out.type.width))
             self.out(f"{tgt} = em_v_{m.group(1)}_{vt}({m.group(2)});")
             return
-        mm = _FLOAT_MINMAX.match(expr)
+        mm = FLOAT_MINMAX.match(expr)
         if mm and len(args) == 2 and out.type.elem.name in ("f32", "f64"):
             # NaN-propagating max/min (numpy's maximum/minimum) as vector compares and a bit
             # select: GCC leaves the per-lane loop of em_max_* scalar (branches per lane)
             a, b = (self.val(x) for x in args)
-            self.out(_vector_minmax(mm.group(1), self.vector_type(out.type), tgt, a, b))
+            self.out(vector_minmax(mm.group(1), self.vector_type(out.type), tgt, a, b))
             return
-        if out.type.elem.kind == BOOL and _COMPARE.match(expr) and all(_byte_sized(a) for a in args):
+        if out.type.elem.kind == BOOL and COMPARE.match(expr) and all(byte_sized(a) for a in args):
             # a comparison of byte-sized lanes: GCC 12 at -O3 vectorises the per-lane loop into
             # 0xFF lanes for true (it keeps the vector compare's -1); the native vector compare,
             # negated, is 1 for true by construction
@@ -865,7 +820,7 @@ class _Emitter(Emitter):
                 f"{target} = {tpl.format(a=a, b=b, t=self.c.scalar_type(t.elem), s=self.c.suffix(t.elem))};"
             )
         elif op in ("max", "min") and t.elem.name in ("f32", "f64"):
-            self.out(_vector_minmax(op, self.vector_type(t), target, a, b))
+            self.out(vector_minmax(op, self.vector_type(t), target, a, b))
         else:
             tpl = self.c.op_template(op, t.elem, 2)
             expr = tpl.format(
