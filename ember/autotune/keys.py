@@ -15,13 +15,11 @@ from __future__ import annotations
 import math
 import platform
 import re
-from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["Level", "level", "LEVELS", "anchor", "device_id", "throughput_id", "layout_class", "problem_class"]
 
 
-@dataclass(frozen=True, slots=True)
 class Level:
     """How hard the tuner tries.
 
@@ -29,14 +27,24 @@ class Level:
     candidate reaching this fraction of its roofline bound ends the search (None: never);
     ``samples``: timed samples per surviving candidate; ``eliminate``: a candidate whose fastest
     sample is slower than this factor times the best median is dropped; ``budget_s``: soft limit
-    on the sampling rounds of one key (warm-ups, compiles and first samples do not count)."""
+    on the sampling rounds of one key (warm-ups, compiles and first samples do not count).
 
-    name: str
-    base: float | None
-    threshold: float | None
-    samples: int
-    eliminate: float
-    budget_s: float
+    A plain slotted class, not a dataclass: this module loads with every device start."""
+
+    __slots__ = ("name", "base", "threshold", "samples", "eliminate", "budget_s")
+
+    def __init__(
+        self, name: str, base: float | None, threshold: float | None, samples: int, eliminate: float, budget_s: float
+    ) -> None:
+        self.name = name
+        self.base = base
+        self.threshold = threshold
+        self.samples = samples
+        self.eliminate = eliminate
+        self.budget_s = budget_s
+
+    def __repr__(self) -> str:
+        return f"Level({self.name!r})"
 
     def anchor(self, x: int) -> int:
         return anchor(x, self.base)

@@ -25,7 +25,7 @@ from .. import tracing
 from ..cube import ABSOLUTE_POS, Array, Line, fma, kernel, line, u32
 from ..cube import f32 as F32
 
-__all__ = ["Throughput", "throughput", "probe", "invalidate", "PROBE_VERSION"]
+__all__ = ["Throughput", "throughput", "probe", "prepare", "invalidate", "PROBE_VERSION"]
 
 #: bump when the probe kernels or their arithmetic change (stored results become stale)
 PROBE_VERSION = "probe-v1"
@@ -121,6 +121,31 @@ def throughput(client: Any) -> Throughput:
             _save(tid, t)
         _memory[tid] = t
         return t
+
+
+def prepare(client: Any) -> None:
+    """Where the probes will run (no result in this process or the store), launch the probe
+    kernel once so that it compiles together with the candidates the tuner prepares (called
+    inside ``client.preparing()``: the launch runs nothing)."""
+    from .keys import throughput_id
+
+    tid = throughput_id(client)
+    with _lock:
+        if tid in _memory:
+            return
+        t = _load(tid)
+        if t is not None:
+            _memory[tid] = t
+            return
+    from .. import dtype as dt
+    from ..cube import CubeCount, CubeDim, lines
+    from ..cube.runtime.tensor import CubeTensor, contiguous_strides
+
+    n = _W * _DIM
+    x, out = (
+        CubeTensor(client, client.empty(n * 4), (n,), contiguous_strides((n,)), 0, dt.float32) for _ in range(2)
+    )
+    throughput_probe.launch(client, CubeCount(1), CubeDim(_DIM), lines(x, _W), lines(out, _W), 0, 0)
 
 
 def invalidate(client: Any) -> None:

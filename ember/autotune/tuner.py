@@ -10,6 +10,13 @@ How a key is tuned (``_tune``):
 * Groups run in order; a later group runs only if no candidate of the earlier ones produced a
   valid result. Inside a group candidates go by priority (a function of the key; negative skips
   the candidate for that key, e.g. the naive matmul on large products).
+* Preparing (runtimes with ``client.preparing``, the CPU's): before anything is timed, every
+  candidate of the first group that will run is called once with launches that run nothing,
+  so the compiles of all of them (and of the probes' kernel) start together on a pool, one
+  per core; the tuner waits for them all, so nothing compiles while it times. A set whose
+  candidates launch depending on values their earlier kernels computed opts out
+  (``TunableSet(prepare=False)``); a tuned op called inside a prepared candidate runs its known
+  winner the same way, and stops the preparation of that candidate when its key is new.
 * Each candidate gets a warm-up call (compiles; an exception skips the candidate, logged),
   then one timed call through ``client.profile`` (device timing where the runtime has it).
   Calls far below a millisecond are repeated inside one profile, so launch noise averages out.
@@ -40,7 +47,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import statistics
 import threading
 import time
 import warnings
@@ -128,7 +134,9 @@ class TunableSet:
     the candidate returned), ``compare(ref, got) ->
     str | None``: a mismatch description; ``poison(*args)``: fill outputs with garbage before a
     checked candidate runs, so unwritten elements are caught. ``version`` goes into the
-    checksum: bump it when a candidate's meaning changes without its name changing."""
+    checksum: bump it when a candidate's meaning changes without its name changing.
+    ``prepare``: whether the candidates may be called once with launches that run nothing so
+    their compiles start together (see the module docstring)."""
 
     __slots__ = (
         "name",
@@ -140,6 +148,7 @@ class TunableSet:
         "compare",
         "poison",
         "version",
+        "prepare",
         "_checksum",
         "_by_name",
     )
@@ -155,6 +164,7 @@ class TunableSet:
         compare: Callable[[Any, Any], str | None] | None = None,
         poison: Callable[..., None] | None = None,
         version: str = "1",
+        prepare: bool = True,
     ) -> None:
         self.name = name
         self.candidates = list(candidates)
@@ -165,6 +175,7 @@ class TunableSet:
         self.compare = compare
         self.poison = poison
         self.version = version
+        self.prepare = prepare
         self._checksum: str | None = None
         self._by_name: dict[str, Tunable] | None = None
 
@@ -215,6 +226,13 @@ _locks: dict[str, threading.RLock] = {}
 #: keys being tuned right now, any device (a one-element list: read without a lock on the hot path)
 _tuning = [0]
 _locks_guard = threading.Lock()
+#: ``on`` while this thread prepares candidates (their launches run nothing: nothing may be tuned)
+_preparing = threading.local()
+
+
+class _NotPrepared(Exception):
+    """A prepared candidate reached a tuned op whose key has no decision yet: its preparation
+    ends there (the rest of its kernels compile when it warms up)."""
 
 
 def _device_id(client: Any) -> str:
@@ -257,6 +275,8 @@ def execute(client: Any, tset: TunableSet, *args: Any) -> Any:
             with device_lock(client):
                 return _run_cached(tset, key, w, args)
         return _run_cached(tset, key, w, args)
+    if getattr(_preparing, "on", False):
+        raise _NotPrepared(tset.name)
     with device_lock(client), tracing.span("autotune", op=tset.name, key=tset.key_text(key)) as sp:
         w, origin = _decide(client, tset, lvl, key, mk, args)
         sp.record(cached=origin != "tuned", origin=origin, winner=w.name)
@@ -278,6 +298,8 @@ def choose(client: Any, tset: TunableSet, *args: Any) -> Tunable:
     mk = (_device_id(client), tset.name, tset.checksum, lvl.name, key)
     w = _decisions.get(mk)
     if w is None:
+        if getattr(_preparing, "on", False):
+            raise _NotPrepared(tset.name)
         w, _ = _decide(client, tset, lvl, key, mk, args)
     return w
 
@@ -329,7 +351,7 @@ class _Result:
 
     @property
     def median(self) -> float:
-        return statistics.median(self.samples) if self.samples else math.inf
+        return _median(self.samples) if self.samples else math.inf
 
     def as_json(self, group: int, priority: int | None) -> dict[str, Any]:
         d: dict[str, Any] = {"name": self.t.name, "group": group, "priority": priority}
@@ -347,6 +369,13 @@ class _Result:
         if self.skipped:
             d["skipped"] = self.skipped
         return d
+
+
+def _median(xs: list[float]) -> float:
+    """statistics.median without importing statistics (fractions, decimal: ~2 ms of start)."""
+    s = sorted(xs)
+    h = len(s) // 2
+    return s[h] if len(s) % 2 else (s[h - 1] + s[h]) / 2
 
 
 def _timed(client: Any, fn: Callable[..., Any], args: tuple[Any, ...], reps: int) -> float:
@@ -371,12 +400,15 @@ def _tune(
     logging_on = log.enabled("autotune")
     lg = log.logger("autotune") if logging_on else None
     threshold = None if checks else lvl.threshold
+    # made before preparing, so a bar appears after the compiles when those took over DELAY_S
+    progress = Progress(f"autotune {tset.name} {key_text}", len(tset.candidates))
+    if not checks and tset.prepare:
+        _prepare(client, tset, key, args, lg)
     bound = None
     if tset.bound is not None:
         from .probes import throughput
 
         bound = tset.bound(key, throughput(client), *args)
-    progress = Progress(f"autotune {tset.name} {key_text}", len(tset.candidates))
 
     results: list[_Result] = []
     priorities: dict[str, int | None] = {}
@@ -558,6 +590,52 @@ def _tune(
 
 class _CheckFailed(Exception):
     pass
+
+
+def _prepare(client: Any, tset: TunableSet, key: tuple[Any, ...], args: tuple[Any, ...], lg: Any) -> None:
+    """Start the compiles of the own candidates of the first group that will run (and of the
+    probes' kernel when the probes will run) together, and wait for them (module docstring)."""
+    preparing = getattr(client, "preparing", None)
+    if preparing is None:
+        return
+    runnable: list[tuple[int, Tunable]] = []
+    for t in tset.candidates:
+        try:
+            if (t.valid is None or t.valid(*args)) and t.priority_for(key) >= 0:
+                runnable.append((t.group_for(key), t))
+        except Exception:  # the tuning loop reports what is wrong with the candidate
+            continue
+    if not runnable:
+        return
+    first = min(g for g, _ in runnable)
+    own = [t for g, t in runnable if g == first and not t.vendor]  # vendors compile nothing
+    t0 = time.perf_counter()
+    with preparing():
+        _preparing.on = True
+        try:
+            if tset.bound is not None:
+                from .probes import prepare as prepare_probes
+
+                prepare_probes(client)
+            for t in own:
+                try:
+                    t.fn(*args)
+                except _NotPrepared:
+                    pass
+                except Exception as e:  # its warm-up raises it again, and the candidate is skipped there
+                    if lg:
+                        lg.debug("%s: preparing %s failed: %s: %s", tset.name, t.name, type(e).__name__, e)
+        finally:
+            _preparing.on = False
+    client.wait_prepared()
+    if lg:
+        lg.debug(
+            "%s %s: prepared %s in %.0f ms",
+            tset.name,
+            tset.key_text(key),
+            ", ".join(t.name for t in own),
+            (time.perf_counter() - t0) * 1e3,
+        )
 
 
 def _rounds(

@@ -10,7 +10,6 @@ the same in every process and on every machine (``kernel_binop_f32_n4_2f077c2a``
 from __future__ import annotations
 
 import enum
-import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,6 +122,8 @@ class KernelId:
 
     def digest(self) -> str:
         """8 hex digits of sha256(text): stable across processes and machines."""
+        import hashlib  # here, not at import: OpenSSL's load is ~3 ms of every device start
+
         return hashlib.sha256(self.text().encode()).hexdigest()[:8]
 
     def entry(self) -> str:

@@ -284,7 +284,9 @@ class _Plan:
         if tracing.active:
             with tracing.span(
                 "launch", kernel=self.entry, stage=self.server.stage, channel=self.server.downstream.kind
-            ):
+            ) as sp:
+                if self.server.preparing_here():  # the tuner is preparing: this launch runs nothing
+                    sp.record(prepared=True)
                 self.server.execute(self.fn, bufs, info, count.x, count.y, count.z, tensors)
         else:
             self.server.execute(self.fn, bufs, info, count.x, count.y, count.z, tensors)
@@ -567,7 +569,8 @@ class CubeKernel:
                 getters.append(_meta_getter(slot, k, widths[k]))
                 fmt += "Q"
         plan = _Plan(compiled, server, widths, getters, fmt)
-        self._plans[key] = plan
+        if not getattr(compiled, "pending", False):  # a pending kernel's plan launches nothing: not kept
+            self._plans[key] = plan
         return plan
 
 

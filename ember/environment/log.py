@@ -33,12 +33,14 @@ Invariants:
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 import threading
 import warnings
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:  # logging loads with the first handler or logger: a start with the log off skips it (~2 ms)
+    import logging
 
 from . import config
 
@@ -72,33 +74,44 @@ _target: tuple[str, str | None] | None = None  # (destination, categories text) 
 _notes: list[str] = []  # header notes, in the order given
 
 
-class _StdStream(logging.StreamHandler):  # type: ignore[type-arg]
-    """Writes to whatever ``sys.stdout``/``sys.stderr`` is *now* (pytest and redirects swap them)."""
-
-    def __init__(self, which: str) -> None:
-        self._which = which
-        super().__init__()
-
-    @property  # type: ignore[override]
-    def stream(self) -> TextIO:
-        return getattr(sys, self._which)
-
-    @stream.setter
-    def stream(self, value: object) -> None:
-        pass  # the stream is looked up at each write
+_classes: list[Any] = []
 
 
-class _Formatter(logging.Formatter):
-    """One-line records get a ``[logger]`` prefix; multi-line blocks (kernel sources) are written raw,
-    so they can be copied out as they are."""
+def _handler_classes() -> tuple[Any, Any]:
+    """(_StdStream, _Formatter), defined at the first handler (they subclass logging's)."""
+    if _classes:
+        return _classes[0], _classes[1]
+    import logging
 
-    def format(self, record: logging.LogRecord) -> str:
-        msg = record.getMessage()
-        if record.exc_info:
-            msg += "\n" + self.formatException(record.exc_info)
-        if "\n" in msg or record.name == "ember":
-            return msg
-        return f"[{record.name}] {msg}"
+    class _StdStream(logging.StreamHandler):  # type: ignore[type-arg]
+        """Writes to whatever ``sys.stdout``/``sys.stderr`` is *now* (pytest and redirects swap them)."""
+
+        def __init__(self, which: str) -> None:
+            self._which = which
+            super().__init__()
+
+        @property  # type: ignore[override]
+        def stream(self) -> TextIO:
+            return getattr(sys, self._which)
+
+        @stream.setter
+        def stream(self, value: object) -> None:
+            pass  # the stream is looked up at each write
+
+    class _Formatter(logging.Formatter):
+        """One-line records get a ``[logger]`` prefix; multi-line blocks (kernel sources) are written raw,
+        so they can be copied out as they are."""
+
+        def format(self, record: logging.LogRecord) -> str:
+            msg = record.getMessage()
+            if record.exc_info:
+                msg += "\n" + self.formatException(record.exc_info)
+            if "\n" in msg or record.name == "ember":
+                return msg
+            return f"[{record.name}] {msg}"
+
+    _classes[:] = [_StdStream, _Formatter]
+    return _StdStream, _Formatter
 
 
 def _category(name: str) -> str:
@@ -122,6 +135,8 @@ def logger(category: str) -> logging.Logger:
     """The logger of a category (``ember.compile`` for ``compilation`` ...), configured."""
     if _generation != config.generation():
         configure()
+    import logging
+
     return logging.getLogger(CATEGORIES[_category(category)])
 
 
@@ -145,6 +160,8 @@ def configure() -> None:
                 _install(dest, cats_text)
         on = dict.fromkeys(CATEGORIES, False)
         if _handler is not None:
+            import logging
+
             for c in CATEGORIES:
                 on[c] = logging.getLogger(CATEGORIES[c]).handlers.count(_handler) > 0
         _on = on
@@ -178,6 +195,8 @@ def compile_block(
     if source or not cached:
         lines += ["source:", f"```{language}", source.rstrip("\n"), "```"]
     lines.append("[END_KERNEL_COMPILATION]")
+    import logging
+
     logging.getLogger(CATEGORIES["compilation"]).debug("\n".join(lines))
 
 
@@ -198,9 +217,12 @@ def _install(dest: str, cats_text: str | None) -> None:
                 cats.append(_category(word))
             except ValueError as e:
                 warnings.warn(f"debug.log_categories: {e} (ignored)", config.ConfigWarning, stacklevel=4)
+    import logging
+
+    std_stream, formatter = _handler_classes()
     handler: logging.Handler
     if dest in ("stdout", "stderr"):
-        handler = _StdStream(dest)
+        handler = std_stream(dest)
     else:
         try:
             os.makedirs(os.path.dirname(dest) or ".", exist_ok=True)
@@ -212,7 +234,7 @@ def _install(dest: str, cats_text: str | None) -> None:
                 stacklevel=4,
             )
             return
-    handler.setFormatter(_Formatter())
+    handler.setFormatter(formatter())
     handler.setLevel(logging.DEBUG)
     _handler = handler
     header = [
@@ -231,6 +253,8 @@ def _install(dest: str, cats_text: str | None) -> None:
 def _teardown() -> None:
     global _handler, _target
     if _handler is not None:
+        import logging
+
         for name in CATEGORIES.values():
             lg = logging.getLogger(name)
             if _handler in lg.handlers:
@@ -244,5 +268,7 @@ def _teardown() -> None:
 
 def _write_raw(text: str) -> None:
     assert _handler is not None
+    import logging
+
     record = logging.LogRecord("ember", logging.INFO, __file__, 0, text, None, None)
     _handler.handle(record)

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import atexit
 import errno
-import hashlib
 import json
 import os
 import re
@@ -227,12 +226,18 @@ def _file_lock(path: Path) -> Iterator[None]:
         os.close(fd)  # closing releases the lock
 
 
+def _sha256(data: bytes) -> str:
+    import hashlib  # here, not at import: OpenSSL's load is ~3 ms of a start that reads no artifact
+
+    return hashlib.sha256(data).hexdigest()
+
+
 def _sha256_file(path: Path) -> tuple[str, int] | None:
     try:
         data = path.read_bytes()
     except OSError:
         return None
-    return hashlib.sha256(data).hexdigest(), len(data)
+    return _sha256(data), len(data)
 
 
 def _private_tempdir() -> Path:
@@ -432,8 +437,8 @@ class Store:
         if not _EXT.fullmatch(ext):
             raise ValueError(f"invalid artifact extension {ext!r}")
         meta_json = json.dumps(meta, sort_keys=True)
-        digest = hashlib.sha256(content).hexdigest()
-        rel = Path("artifacts", *namespace.split("/"), f"{hashlib.sha256(key.encode()).hexdigest()}.{ext}")
+        digest = _sha256(content)
+        rel = Path("artifacts", *namespace.split("/"), f"{_sha256(key.encode())}.{ext}")
 
         def op(c: sqlite3.Connection) -> Path:
             # self._root is read here, not outside: after a fallback the retry writes to memory's dir.

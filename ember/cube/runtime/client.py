@@ -70,6 +70,15 @@ class ComputeClient:
     def sync(self) -> None:
         self.server.sync()
 
+    def preparing(self) -> Any:
+        """Context manager: launches from this thread run nothing and start their kernels'
+        compiles on a pool, all at once (see ``CpuServer.preparing``); ``wait_prepared()``
+        then waits for them. The tuner uses it before timing candidates."""
+        return self.server.preparing()
+
+    def wait_prepared(self) -> None:
+        self.server.wait_prepared()
+
     def profile(self, fn: Callable[[], Any]) -> tuple[Any, float]:
         """Run ``fn`` between two syncs; returns (its result, seconds). Host timing."""
         self.sync()

@@ -6,34 +6,40 @@ already holds for that exact source and toolchain, or run ``$CC`` and put the re
 store. Artifacts live under namespace ``compile/cpu/<toolchain fingerprint>`` keyed by
 sha256(source + compiler path + ``cc --version`` + flags + ember version); the store checks
 each file's content hash before handing it out.
+
+A warm process skips the expansion and rendering of ember's own kernels (tens of milliseconds
+each): ``cpu_index`` maps their KernelId to the artifact.
 """
 
 from __future__ import annotations
 
 import atexit
 import ctypes
-import hashlib
 import os
 import platform
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ... import tracing
 from ...errors import CompilationError
-from ..compiler.base import CompiledSource
-from ..compiler.c import CCompiler
-from ..ir import KernelIr
-from ..kernel_id import KernelId
 from .service import Channel, InlineChannel, ServiceThread
+
+# A warm start loads stored kernels and needs none of these at import: the C compiler (and the
+# IR it imports: ~8 ms of dataclass definitions), subprocess and hashlib load at first use.
+if TYPE_CHECKING:
+    from ..compiler.base import CompiledSource
+    from ..compiler.c import CCompiler
+    from ..ir import KernelIr
+    from ..kernel_id import KernelId
 
 __all__ = ["CToolchain", "CpuServer", "CompiledKernel", "ToolchainError"]
 
@@ -54,7 +60,15 @@ def _ember_version() -> str:
 
 
 def _cpu_identity() -> str:
-    """What -march=native depends on: the CPU model and its feature flags."""
+    """What -march=native depends on: the CPU model and a digest of its feature flags."""
+    import hashlib
+
+    machine, model, flags = _cpu_fields()
+    return f"{machine}|{model}|{hashlib.sha256(flags.encode()).hexdigest()[:16]}"
+
+
+def _cpu_fields() -> tuple[str, str, str]:
+    """(machine, CPU model, feature flags) from /proc/cpuinfo (empty where unreadable)."""
     model = flags = ""
     try:
         with open("/proc/cpuinfo") as f:
@@ -67,7 +81,7 @@ def _cpu_identity() -> str:
                     break
     except OSError:
         pass
-    return f"{platform.machine()}|{model}|{hashlib.sha256(flags.encode()).hexdigest()[:16]}"
+    return platform.machine(), model, flags
 
 
 class CToolchain:
@@ -93,7 +107,10 @@ class CToolchain:
     def _probe_key(self) -> str:
         st = os.stat(self.path) if self.path else None
         stamp = f"{st.st_mtime_ns}|{st.st_size}" if st else "?"
-        return f"{self.path}|{stamp}|{' '.join(self.command[1:])}|{' '.join(self.flags)}|{_cpu_identity()}"
+        # the CPU flags' crc32, not _cpu_identity()'s sha256: a warm start then loads no hashlib
+        machine, model, cpu_flags = _cpu_fields()
+        cpu = f"{machine}|{model}|{zlib.crc32(cpu_flags.encode()):08x}"
+        return f"{self.path}|{stamp}|{' '.join(self.command[1:])}|{' '.join(self.flags)}|{cpu}"
 
     def ensure(self) -> None:
         """Check the compiler works (a canary with OpenMP), once per toolchain and machine;
@@ -115,53 +132,56 @@ class CToolchain:
                 self._version = known["version"]
                 self._use_mvec(known["mvec"])
                 return
+            import subprocess
+
             try:
                 out = subprocess.run([*self.command, "--version"], capture_output=True, text=True, timeout=60)
             except (OSError, subprocess.TimeoutExpired) as e:
                 raise ToolchainError(f"{self.command[0]} --version failed: {e}") from None
             version = (out.stdout or out.stderr).strip()
-            canary = (
-                "#include <omp.h>\nint ember_canary(void) { int n = 0;\n"
-                "#pragma omp parallel reduction(+:n)\n n += 1;\n return n > 0 ? 7 : 0; }\n"
-            )
-            try:
-                so = self._build(canary, "ember_canary")
-                with tempfile.TemporaryDirectory(prefix="ember-canary-") as d:
-                    p = Path(d) / "canary.so"
-                    p.write_bytes(so)
-                    lib = ctypes.CDLL(str(p))
-                    if lib.ember_canary() != 7:
-                        raise ToolchainError("the canary kernel returned a wrong value")
-            except CompilationError as e:
-                raise ToolchainError(
-                    f"{self.path} cannot build OpenMP shared objects with flags "
-                    f"{' '.join(self.flags)}:\n{e.log.strip()[:2000]}"
-                ) from None
-            mvec = self._probe_mvec()
+            mvec = self._canary()
             self._version = version
             self._use_mvec(mvec)
             if st is not None:
                 st.put_json("compile/cpu/toolchains", key, {"ok": True, "version": version, "mvec": mvec})
 
-    def _probe_mvec(self) -> bool:
-        """Whether glibc's libmvec links and computes: then transcendental lane loops call its
-        vector variants (a kernel computing exp per lane runs one SIMD call per line)."""
-        canary = (
+    def _canary(self) -> bool:
+        """Build and run the canary: OpenMP must work (else ToolchainError); returns whether
+        glibc's libmvec links and computes (then transcendental lane loops call its vector
+        variants: a kernel computing exp per lane runs one SIMD call per line). One compile
+        checks both on a cold start; only where it fails is OpenMP checked alone."""
+        omp = (
+            "#include <omp.h>\nint ember_canary(void) { int n = 0;\n"
+            "#pragma omp parallel reduction(+:n)\n n += 1;\n return n > 0 ? 7 : 0; }\n"
+        )
+        mvec = (
             "typedef float v4 __attribute__((vector_size(16)));\nv4 _ZGVbN4v_expf(v4);\n"
             "void ember_mvec(float *x) { v4 v; __builtin_memcpy(&v, x, 16); v = _ZGVbN4v_expf(v);"
             " __builtin_memcpy(x, &v, 16); }\n"
         )
-        try:
-            so = self._build(canary, "ember_mvec", ["-DEM_MVEC", "-lmvec"])
-            with tempfile.TemporaryDirectory(prefix="ember-canary-") as d:
-                p = Path(d) / "mvec.so"
-                p.write_bytes(so)
-                lib = ctypes.CDLL(str(p))
+        with tempfile.TemporaryDirectory(prefix="ember-canary-") as d:
+            try:
+                lib = self._load_canary(omp + mvec, ["-DEM_MVEC", "-lmvec"], Path(d) / "both.so")
                 buf = (ctypes.c_float * 4)(*([1.0] * 4))
                 lib.ember_mvec(buf)
                 return all(abs(v - 2.718281828) < 1e-5 for v in buf)
-        except (CompilationError, OSError):
+            except (CompilationError, OSError):
+                pass
+            try:
+                self._load_canary(omp, [], Path(d) / "omp.so")
+            except CompilationError as e:
+                raise ToolchainError(
+                    f"{self.path} cannot build OpenMP shared objects with flags "
+                    f"{' '.join(self.flags)}:\n{e.log.strip()[:2000]}"
+                ) from None
             return False
+
+    def _load_canary(self, source: str, extra: list[str], path: Path) -> Any:
+        path.write_bytes(self._build(source, "ember_canary", extra))
+        lib = ctypes.CDLL(str(path))
+        if lib.ember_canary() != 7:
+            raise ToolchainError("the canary kernel returned a wrong value")
+        return lib
 
     def _use_mvec(self, ok: bool) -> None:
         self.mvec = ok
@@ -177,6 +197,8 @@ class CToolchain:
     def fingerprint(self) -> str:
         """Names the artifact namespace: compiler, version, flags, ember version, CPU."""
         if self._fingerprint is None:
+            import hashlib
+
             ident = "\n".join(
                 [
                     str(self.path),
@@ -191,6 +213,8 @@ class CToolchain:
         return self._fingerprint
 
     def artifact_key(self, source: str) -> str:
+        import hashlib
+
         h = hashlib.sha256()
         for part in (
             source,
@@ -205,6 +229,8 @@ class CToolchain:
 
     # ---------------------------------------------------------------- build
     def _build(self, source: str, entry: str, extra: list[str] | None = None) -> bytes:
+        import subprocess
+
         with tempfile.TemporaryDirectory(prefix="ember-cc-") as d:
             src = Path(d) / f"{entry}.c"
             out = Path(d) / f"{entry}.so"
@@ -240,18 +266,65 @@ def _store(store_mod: Any) -> Any:
     return store_mod.get_store()
 
 
-@dataclass
 class CompiledKernel:
-    """A kernel ready to launch: the ctypes function and how to fill its arguments."""
+    """A kernel ready to launch: the ctypes function and how to fill its arguments.
 
-    kernel_id: KernelId
-    entry: str
-    fn: Any
-    source: CompiledSource
-    lib: Any = None
-    origin: str = ""
-    compile_seconds: float = 0.0
-    plans: dict[Any, Any] = field(default_factory=dict)
+    ``pending``: a kernel handed out while preparing (see ``CpuServer.preparing``): its source
+    is rendered (so a launch plan can be built) but the C compiler still runs; ``fn`` does
+    nothing, and launch plans built on it are not kept."""
+
+    __slots__ = ("kernel_id", "entry", "fn", "source", "lib", "origin", "compile_seconds", "plans", "pending")
+
+    def __init__(
+        self,
+        kernel_id: KernelId,
+        entry: str,
+        fn: Any,
+        source: CompiledSource,
+        lib: Any = None,
+        origin: str = "",
+        compile_seconds: float = 0.0,
+        pending: bool = False,
+    ) -> None:
+        self.kernel_id = kernel_id
+        self.entry = entry
+        self.fn = fn
+        self.source = source
+        self.lib = lib
+        self.origin = origin
+        self.compile_seconds = compile_seconds
+        self.plans: dict[Any, Any] = {}
+        self.pending = pending
+
+    def __repr__(self) -> str:
+        return f"CompiledKernel({self.entry}{', pending' if self.pending else ''})"
+
+
+def _nothing(*args: Any) -> None:
+    """The launch function of a pending kernel (preparing runs nothing)."""
+
+
+class _Job:
+    """One compile in flight: waiters block on ``done``; ``result`` or ``error`` when set."""
+
+    __slots__ = ("kid", "src", "t0", "fields", "done", "result", "error", "indexed")
+
+    def __init__(self, kid: KernelId, src: CompiledSource, t0: float, fields: dict[str, Any]) -> None:
+        self.kid = kid
+        self.src = src
+        self.t0 = t0
+        self.fields = fields  # the compile span's fields (the pool thread adds the compiler's time)
+        self.done = threading.Event()
+        self.result: CompiledKernel | None = None
+        self.error: BaseException | None = None
+        self.indexed = False  # the kernel came through the KernelId index (nothing to record)
+
+    def wait(self) -> CompiledKernel:
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        assert self.result is not None
+        return self.result
 
 
 _tmp_dir: Path | None = None
@@ -267,7 +340,12 @@ def _private_dir() -> Path:
 
 
 class CpuServer:
-    """Compiles and runs kernels for one CPU device; owns the in-process pipeline table."""
+    """Compiles and runs kernels for one CPU device; owns the in-process pipeline table.
+
+    Compiles run outside the table lock, so threads compile different kernels at once; a
+    kernel requested while its compile is in flight waits for that compile (one ``cc`` per
+    KernelId). ``preparing()`` lets the tuner start the compiles of all its candidates on a
+    pool of threads (one ``cc`` per core) before it times the first one."""
 
     #: launches call the compiled C entry directly with ctypes arguments (launch.py)
     ctypes_abi = True
@@ -279,9 +357,18 @@ class CpuServer:
         self.toolchain = CToolchain()
         if checked is None:  # EMBER_CUBE_CHECKED=1: bounds-checked kernels, for debugging
             checked = bool(config.get("cube.checked"))
-        self.compiler = CCompiler(checked=checked)
+        self._checked = checked
+        self._compiler: CCompiler | None = None
         self.pipelines: dict[KernelId, CompiledKernel] = {}
+        #: compiles in flight by KernelId (guarded by ``_lock``, like ``pipelines`` writes)
+        self._jobs: dict[KernelId, _Job] = {}
         self._lock = threading.RLock()
+        #: kernels are expanded and rendered one at a time (Python work: the GIL serialises it anyway)
+        self._render_lock = threading.Lock()
+        self._pool: tuple[Any, int] | None = None  # (ThreadPoolExecutor, pid that made it)
+        self._pid = os.getpid()
+        #: ident of the thread inside ``preparing()`` (its launches run nothing), else None
+        self._preparer: int | None = None
         self.stage = f"DSD-cpu-{index}"
         channel = channel or config.get("cpu.channel")
         if channel not in ("inline", "thread"):
@@ -294,6 +381,19 @@ class CpuServer:
         self.store_loads = 0
 
     @property
+    def compiler(self) -> CCompiler:
+        """The C compiler (created at the first kernel this process renders)."""
+        c = self._compiler
+        if c is None:
+            from ..compiler.c import CCompiler
+
+            with self._lock:
+                c = self._compiler
+                if c is None:
+                    c = self._compiler = CCompiler(checked=self._checked)
+        return c
+
+    @property
     def upstream(self) -> ServiceThread:
         """``DSU-cpu-<i>``: work ahead of dispatch (fusion drains run here)."""
         if self._upstream is None:
@@ -304,57 +404,237 @@ class CpuServer:
         p = self.pipelines.get(kid)
         if p is not None:
             return p
+        if self._preparer is not None and self._preparer == threading.get_ident():
+            return self._prepare(kid, make_ir)
         return self.downstream.call(self._build, kid, make_ir)
 
+    # ---------------------------------------------------------------- preparing
+    @contextmanager
+    def preparing(self) -> Iterator[None]:
+        """While the block runs, launches *from this thread* run nothing, and a kernel not yet
+        compiled is rendered here and compiled on the pool (launches of other threads are
+        unaffected). The tuner runs its candidates once like this, then ``wait_prepared()``, so
+        their compiles share the cores instead of running one after another.
+
+        Launch plans are not kept for pending kernels (``CompiledKernel.pending``); the values a
+        prepared candidate computes are garbage, so a candidate whose launches depend on values
+        computed by its earlier kernels must not be prepared."""
+        me = threading.get_ident()
+        if self._preparer == me:
+            yield
+            return
+        with self._lock:
+            if self._preparer is not None:
+                raise RuntimeError("another thread is preparing kernels on this device")
+            self._preparer = me
+        try:
+            yield
+        finally:
+            self._preparer = None
+
+    def preparing_here(self) -> bool:
+        """Whether the calling thread is inside ``preparing()`` (its launches run nothing)."""
+        return self._preparer is not None and self._preparer == threading.get_ident()
+
+    def wait_prepared(self) -> None:
+        """Wait until every compile in flight has finished (its errors stay for the launch
+        that needs the kernel: it raises them on its own thread)."""
+        while True:
+            with self._lock:
+                jobs = list(self._jobs.values())
+            if not jobs:
+                return
+            for j in jobs:
+                j.done.wait()
+
+    def _compile_pool(self) -> Any:
+        """The compile threads (made again after ``fork``: a child inherits the pool, not its threads)."""
+        pool = self._pool
+        if pool is None or pool[1] != os.getpid():
+            with self._lock:
+                pool = self._pool
+                if pool is None or pool[1] != os.getpid():
+                    from concurrent.futures import ThreadPoolExecutor
+
+                    pool = self._pool = (
+                        ThreadPoolExecutor(_compile_workers(), thread_name_prefix=f"{self.stage}-cc"),
+                        os.getpid(),
+                    )
+        return pool[0]
+
+    def _prepare(self, kid: KernelId, make_ir: Callable[[], KernelIr]) -> CompiledKernel:
+        """Render ``kid`` here; load it from the store at once, or start its compile on the pool
+        and hand out a pending kernel (its rendered source is what a launch plan needs)."""
+        job, owner = self._claim(kid, make_ir, deferred=True)
+        if job.result is not None:  # loaded from the store (or compiled by another thread meanwhile)
+            return job.result
+        if owner:
+            self._compile_pool().submit(self._finish, job)
+        return CompiledKernel(kid, job.src.entry, _nothing, job.src, pending=True)
+
+    # ---------------------------------------------------------------- building
     def _build(self, kid: KernelId, make_ir: Callable[[], KernelIr]) -> CompiledKernel:
+        return self._claim(kid, make_ir, deferred=False)[0].wait()
+
+    def _claim(self, kid: KernelId, make_ir: Callable[[], KernelIr], deferred: bool) -> tuple[_Job, bool]:
+        """The job that makes ``kid`` ready: one in flight (False: another thread owns it), or a
+        new one (True) whose source is rendered and then loaded from the store or, unless
+        ``deferred``, compiled here. The ``compile`` span opens on the requesting thread: for a
+        deferred compile it covers the rendering and the store lookup, and the pool thread
+        adds the compiler's seconds as ``cc_s``."""
+        if self._pid != os.getpid():  # a forked child: the parent's compiles in flight never finish here
+            with self._lock:
+                self._jobs.clear()
+                self._preparer = None
+                self._pid = os.getpid()
         with self._lock:
             p = self.pipelines.get(kid)
             if p is not None:
-                return p
-            entry = kid.entry()
-            t0 = time.perf_counter()
-            with tracing.span(
-                "compile", kernel=entry, language=self.compiler.language, stage=self.stage
-            ) as sp:
-                k = make_ir()
-                src = self.compiler.compile(k)
-                path, cached, origin = self._artifact(src, kid)
-                sp.record(cached=cached)
-                lib = ctypes.CDLL(str(path))
-                fn = getattr(lib, entry)
-                fn.argtypes = [
-                    ctypes.c_void_p,
-                    ctypes.c_void_p,
-                    ctypes.c_uint32,
-                    ctypes.c_uint32,
-                    ctypes.c_uint32,
-                ]
-                fn.restype = None
-            from ...environment import log
+                return _done_job(p), False
+            job = self._jobs.get(kid)
+        if job is not None:
+            return job, False
+        entry = kid.entry()
+        t0 = time.perf_counter()
+        fields: dict[str, Any] = {"kernel": entry, "language": self.compiler.language, "stage": self.stage}
+        if deferred:
+            fields["deferred"] = True
+        with tracing.span("compile", **fields) as sp:
+            found = self._indexed(kid)
+            if found is not None:
+                sp.record(cached=True, indexed=True)
+                job = _Job(kid, found[1], t0, fields)
+                job.indexed = True
+                self._ready(job, found[0], True, f"store {found[2]} ({found[0].name}, by KernelId)")
+                return job, True
+            with self._render_lock:
+                with self._lock:  # rendered by another thread while this one waited for the render lock
+                    p = self.pipelines.get(kid)
+                    job = self._jobs.get(kid)
+                if p is not None:
+                    return _done_job(p), False
+                if job is not None:
+                    return job, False
+                src = self.compiler.compile(make_ir())
+                job = _Job(kid, src, t0, getattr(sp, "fields", None) or fields)
+                with self._lock:
+                    self._jobs[kid] = job
+            try:
+                hit = self._stored(src)
+                sp.record(cached=hit is not None)
+                if hit is not None:
+                    self._ready(job, hit[0], True, f"store {hit[1]} ({hit[0].name})")
+                elif not deferred:
+                    self._finish(job)
+            except BaseException as e:
+                self._failed(job, e)
+                raise
+        return job, True
 
-            if log.enabled("compilation"):
-                log.compile_block(
-                    f"{kid.kernel} -> {entry}", kid.text(), self.compiler.language, src.source, cached, origin
-                )
-            p = CompiledKernel(kid, entry, fn, src, lib, origin, time.perf_counter() - t0)
-            self.pipelines[kid] = p
-            return p
+    def _finish(self, job: _Job) -> None:
+        """Run the C compiler for ``job`` (any thread: the pool's, or the requesting one)."""
+        try:
+            t = time.perf_counter()
+            path = self._compile(job.src, job.kid)
+            job.fields["cc_s"] = round(time.perf_counter() - t, 4)
+            tc = self.toolchain
+            self._ready(job, path, False, f"{tc.path} {' '.join(tc.flags)}")
+        except BaseException as e:
+            self._failed(job, e)
 
-    def _artifact(self, src: CompiledSource, kid: KernelId) -> tuple[Path, bool, str]:
+    def _ready(self, job: _Job, path: Path, cached: bool, origin: str) -> None:
+        lib = ctypes.CDLL(str(path))
+        entry = job.src.entry
+        fn = getattr(lib, entry)
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_uint32, ctypes.c_uint32]
+        fn.restype = None
+        from ...environment import log
+
+        if log.enabled("compilation"):
+            kid = job.kid
+            log.compile_block(
+                f"{kid.kernel} -> {entry}", kid.text(), self.compiler.language, job.src.source, cached, origin
+            )
+        p = CompiledKernel(job.kid, entry, fn, job.src, lib, origin, time.perf_counter() - job.t0)
+        if not job.indexed:
+            self._index(job.kid, job.src)
+        with self._lock:
+            self.pipelines[job.kid] = p
+            self._jobs.pop(job.kid, None)
+        job.result = p
+        job.done.set()
+
+    # ---------------------------------------------------------------- KernelId index
+    def _artifacts(self) -> tuple[Any, str] | None:
+        """(store, artifact namespace), or None when compiled kernels are not kept."""
+        from ...environment import store
+
+        st = _store(store)
+        if st is None:
+            return None
+        tc = self.toolchain
+        tc.ensure()
+        return st, f"compile/cpu/{tc.fingerprint()}"
+
+    def _indexed(self, kid: KernelId) -> tuple[Path, CompiledSource, str] | None:
+        """(shared object, rendering facts, artifact namespace) of an ember kernel found by its
+        KernelId alone (``cpu_index``); None where it must be rendered."""
+        if not kid.kernel.startswith("ember."):
+            return None
+        at = self._artifacts()
+        if at is None:
+            return None
+        from . import cpu_index
+
+        hit = cpu_index.lookup(at[0], at[1], kid, self.compiler.language)
+        if hit is None:
+            return None
+        with self._lock:
+            self.store_loads += 1
+        return hit[0], hit[1], at[1]
+
+    def _index(self, kid: KernelId, src: CompiledSource) -> None:
+        if not kid.kernel.startswith("ember."):
+            return
+        at = self._artifacts()
+        if at is not None:
+            from . import cpu_index
+
+            cpu_index.record(at[0], at[1], kid, src, self.toolchain.artifact_key(src.source))
+
+    def _failed(self, job: _Job, e: BaseException) -> None:
+        with self._lock:
+            self._jobs.pop(job.kid, None)  # a later request compiles again (and fails again)
+        job.error = e
+        job.done.set()
+
+    def _stored(self, src: CompiledSource) -> tuple[Path, str] | None:
+        """The store's shared object for this exact source and toolchain (and its namespace)."""
         from ...environment import store
 
         tc = self.toolchain
         tc.ensure()
         st = _store(store)
-        if st is not None:
-            ns = f"compile/cpu/{tc.fingerprint()}"
-            key = tc.artifact_key(src.source)
-            hit = st.get_artifact(ns, key)
-            if hit is not None:
-                self.store_loads += 1
-                return hit[0], True, f"store {ns} ({hit[0].name})"
-            so = tc.compile(src.source, src.entry)
+        if st is None:
+            return None
+        ns = f"compile/cpu/{tc.fingerprint()}"
+        hit = st.get_artifact(ns, tc.artifact_key(src.source))
+        if hit is None:
+            return None
+        with self._lock:
+            self.store_loads += 1
+        return hit[0], ns
+
+    def _compile(self, src: CompiledSource, kid: KernelId) -> Path:
+        """Run ``$CC`` on ``src`` and keep the shared object (in the store when it is on)."""
+        from ...environment import store
+
+        tc = self.toolchain
+        so = tc.compile(src.source, src.entry)
+        with self._lock:
             self.compiles += 1
+        st = _store(store)
+        if st is not None:
             meta = {
                 "ext": "so",
                 "entry": src.entry,
@@ -363,17 +643,18 @@ class CpuServer:
                 "compiler": tc.path,
                 "flags": " ".join(tc.flags),
             }
-            path = st.put_artifact(ns, key, so, meta)
-            return path, False, f"{tc.path} {' '.join(tc.flags)}"
-        so = tc.compile(src.source, src.entry)
-        self.compiles += 1
+            return st.put_artifact(f"compile/cpu/{tc.fingerprint()}", tc.artifact_key(src.source), so, meta)
+        import hashlib
+
         path = _private_dir() / f"{src.entry}-{hashlib.sha256(so).hexdigest()[:8]}.so"
         path.write_bytes(so)
-        return path, False, f"{tc.path} {' '.join(tc.flags)}"
+        return path
 
     # ---------------------------------------------------------------- execution
     def execute(self, fn: Any, bufs: Any, info: Any, cx: int, cy: int, cz: int, keep: Any) -> None:
         """Run a launch on the downstream stage (``keep`` holds its buffers alive until it ran)."""
+        if self._preparer is not None and self._preparer == threading.get_ident():
+            return  # preparing: launches run nothing (their inputs may be unwritten)
         ch = self.downstream
         if ch.kind == "inline":
             fn(bufs, info, cx, cy, cz)
@@ -383,6 +664,21 @@ class CpuServer:
 
     def sync(self) -> None:
         self.downstream.sync()
+
+
+def _done_job(p: CompiledKernel) -> _Job:
+    job = _Job(p.kernel_id, p.source, 0.0, {})
+    job.result = p
+    job.done.set()
+    return job
+
+
+def _compile_workers() -> int:
+    """Compiles at once: one per core this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def _release(keep: Any) -> None:
