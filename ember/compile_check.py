@@ -36,6 +36,8 @@ class _Rendered:
     entry: str
     source: Any
     fn: Any = None
+    #: a target other than the check's (``sm_90a`` for the wgmma kernels)
+    arch: str | None = None
 
 
 class _Server:
@@ -80,6 +82,10 @@ class CompileOnlyClient:
         self.server = _Server(compiler, arch)
         self.pool = MemoryPool()
         self.device_id = f"compile-only/{runtime}<{arch}>"
+        if runtime == "cuda":  # line widths as the runtime's client chooses them
+            from .cube.runtime.cuda import CudaClient
+
+            self.max_line_bytes = CudaClient.max_line_bytes
 
     @property
     def name(self) -> str:
@@ -246,6 +252,9 @@ def _fusion_sweep(bk: Any, dtypes: Iterable[dt.DType]) -> Iterable[tuple[str, Ca
         y = fz.from_data(_data((64, 256), d, rng), d)
         row = fz.from_data(_data((1, 256), d, rng), d)
         yield f"fused-chain/{d.name}", _fused_chain, (fz, x, y, row, d)
+        if d is dt.float32:  # long enough for the lines form's several lines per unit
+            big = fz.from_data(np.zeros(1 << 18, np.float32), d)
+            yield f"fused-chain-long/{d.name}", _fused_chain_long, (fz, big)
         if d.is_floating_point:
             w = fz.from_data(_data((256, 128), d, rng), d)
             bias = fz.from_data(_data((1, 128), d, rng), d)
@@ -258,6 +267,10 @@ def _fused_chain(fz: Any, x: Any, y: Any, row: Any, d: dt.DType) -> None:
         z = fz.sqrt(fz.abs(fz.sub_scalar(fz.exp(z), 1.0)))
     fz.into_data(fz.maximum(z, x))
     fz.into_data(fz.sum(fz.mul(x, y), (1,), False))
+
+
+def _fused_chain_long(fz: Any, x: Any) -> None:
+    fz.into_data(fz.sqrt(fz.abs(fz.mul(fz.sigmoid(fz.add_scalar(x, 1.0)), x))))
 
 
 def _fused_matmul(fz: Any, x: Any, w: Any, bias: Any) -> None:
@@ -355,13 +368,21 @@ def run_check(
 
         pipes.append(_Rendered(None, "em_mma", CompiledSource("em_mma", MMA_SOURCE, "cuda", [], [])))
         rep.kernels += 1
+        if arch in ("sm_90", "sm_90a"):
+            # wgmma + TMA (Hopper): the sm_90a target whatever the check's arch spelling
+            from .cube.runtime.cuda_wgmma import WGMMA_ARCH, WGMMA_SOURCE, WGMMA_SOURCE_NARROW
+
+            for name, text in (("em_wgmma", WGMMA_SOURCE), ("em_wgmma_narrow", WGMMA_SOURCE_NARROW)):
+                pipes.append(_Rendered(None, name, CompiledSource(name, text, "cuda", [], []), arch=WGMMA_ARCH))
+                rep.kernels += 1
 
     def build(p: _Rendered) -> tuple[_Rendered, int, str | None]:
         try:
+            target = p.arch or arch
             if fresh:
-                cubin, _ = nv.compile(p.source.source, p.entry, arch)
+                cubin, _ = nv.compile(p.source.source, p.entry, target)
             else:
-                cubin, hit = stored_compile(nv, p.source.source, p.entry, arch)
+                cubin, hit = stored_compile(nv, p.source.source, p.entry, target)
                 if hit:
                     rep.from_store += 1
             return p, len(cubin), None

@@ -32,6 +32,15 @@ a cube's units run in parallel (GPU runtimes) and in group 1 on the CPU: the fal
 runs only when no group-0 candidate produced a result (it is 20x slower than blocked there).
 ``choose`` (the static heuristic) stays for callers that must not tune.
 
+``gpu<bm>x<bn>x<bk>_<tm>x<tn>[_sb][_at]`` (``GPU_TILES``, kernel in ``matmul_gpu_kernels.py``):
+block tiles staged in shared memory, an 8 x 8 (or 4 x 4) register block of line accumulators
+per unit, 16-byte global and shared accesses, double buffering (``_sb``: single), A row-major
+(``_at``: k-major) in shared memory. Float dtypes, group 0 with the
+highest priority where a cube's units run in parallel (timed first on GPUs); priority -1 on the
+CPU (never timed there: the barrier phase model runs it correctly but slowly; tests force it
+through ``launch_gpu``). ``bench/gpu_matmul_f32.py`` times every tile variant on CUDA and
+Vulkan against torch.
+
 Every launcher writes into ``out``, a contiguous (batch..., m, n) tensor, and takes ``a`` and
 ``b`` already expanded to the output's batch dims (zero strides, no copies). Launchers never
 read ``out``, so tests can poison it.
@@ -41,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -52,6 +61,7 @@ from ...autotune.keys import layout_class, problem_class
 from ...cube.launch import CubeCount, CubeDim, lines
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from . import kernels
+from .matmul_gpu_kernels import matmul_gpu
 from .matmul_kernels import MR_MAX, matmul_blocked, matmul_tiled, pack_panels
 
 __all__ = [
@@ -62,6 +72,9 @@ __all__ = [
     "choose",
     "BLOCKED_MR",
     "TILE",
+    "GpuTiles",
+    "GPU_TILES",
+    "launch_gpu",
 ]
 
 _DIM = CubeDim(256)
@@ -154,6 +167,116 @@ def _blocked(mr: int, nl: int, fma: bool) -> Callable[[Any, CubeTensor, CubeTens
     return launch
 
 
+@dataclass(frozen=True)
+class GpuTiles:
+    """Comptime shape of ``matmul_gpu``: a ``bm x bn`` block per cube, k steps of ``bk``, a
+    ``tm x tn`` register block per unit (``tn`` a multiple of 4: lines of 4), ``db``: double
+    buffering, ``at``: A staged k-major (transposed in registers; ``tm`` a multiple of 4).
+    Units per cube: ``(bn // tn) * (bm // tm)``."""
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+    db: bool = True
+    at: bool = False
+
+    @property
+    def units(self) -> int:
+        return (self.bn // self.tn) * (self.bm // self.tm)
+
+    @property
+    def name(self) -> str:
+        return (
+            f"gpu{self.bm}x{self.bn}x{self.bk}_{self.tm}x{self.tn}"
+            + ("" if self.db else "_sb")
+            + ("_at" if self.at else "")
+        )
+
+    def shared_bytes(self, itemsize: int) -> int:
+        return (2 if self.db else 1) * (self.bm + self.bn) * self.bk * itemsize
+
+
+def _lines_of_4(t: CubeTensor) -> int:
+    """4 when every row of ``t`` starts a line of 4 along its last axis (contiguous last axis,
+    a length, offset and other strides that are multiples of 4), else 1 (scalar loads)."""
+    ok = (
+        t.shape[-1] % 4 == 0
+        and t.offset % 4 == 0
+        and (t.strides[-1] == 1 or t.shape[-1] <= 1)
+        and not any(st % 4 for st in t.strides[:-1])
+    )
+    return 4 if ok and t.numel % 4 == 0 else 1
+
+
+def _shared_limit(backend: Any) -> int | None:
+    """Bytes of shared memory a cube may use on ``backend``'s target (None: unknown)."""
+    caps = getattr(getattr(getattr(backend.client, "server", None), "compiler", None), "capabilities", None)
+    return getattr(caps, "max_shared_bytes", None)
+
+
+def _gpu_register_bytes(dtype: dt.DType) -> int:
+    # shared lines hold registers: half types as f32 on every target that computes them in f32
+    return max(4, dtype.itemsize)
+
+
+def launch_gpu(tiles: GpuTiles, backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
+    """``matmul_gpu`` with ``tiles``; global accesses in lines of 4 wherever the layouts allow.
+    Tiles whose shared memory exceeds the target's (f64 on the 32 KiB f32 tiles) run with
+    halved k steps, then single-buffered, so every candidate computes every dtype (the tuner's
+    validity check keeps such a candidate from being timed)."""
+    batch, m, _, n = _dims(a, b)
+    if not (batch and m and n):
+        return
+    limit = _shared_limit(backend)
+    size = _gpu_register_bytes(a.dtype)
+    while limit is not None and tiles.shared_bytes(size) > limit and (tiles.bk > 4 or tiles.db):
+        tiles = replace(tiles, bk=tiles.bk // 2) if tiles.bk > 4 else replace(tiles, db=False)
+    count = CubeCount(-(-n // tiles.bn), -(-m // tiles.bm), batch)
+    use_fma = a.dtype.is_floating_point
+    matmul_gpu.launch(
+        backend.client,
+        count,
+        CubeDim(tiles.units),
+        lines(a, _lines_of_4(a)),
+        lines(b, _lines_of_4(b)),
+        lines(out, _lines_of_4(out)),
+        tiles.bm,
+        tiles.bn,
+        tiles.bk,
+        tiles.tm,
+        tiles.tn,
+        use_fma,
+        tiles.db,
+        tiles.at,
+    )
+
+
+def _gpu(tiles: GpuTiles) -> Callable[[Any, CubeTensor, CubeTensor, CubeTensor], None]:
+    def launch(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
+        launch_gpu(tiles, backend, a, b, out)
+
+    return launch
+
+
+#: the GPU-shaped candidates (``matmul_gpu_kernels``), 256 units each. 8 x 8 outputs per unit
+#: on 128 x 128 blocks: double-buffered with k steps of 16 (32 KiB of shared memory; the sm_90
+#: main loop is 83% FFMA by instruction count, 181 registers: one cube per SM); single-buffered
+#: with k steps of 32 and A k-major (32 KiB, 86% FFMA, 121 registers: two cubes per SM hide
+#: each other's barriers); double-buffered with k steps of 8 (16 KiB: fits WGSL's minimum
+#: limit). 4 x 4 per unit on 64 x 64 blocks for products with few 128-blocks per SM. (The
+#: H200 run of 16:05 2026-11-29, ``bench/results/gpu_2026-11-29_h200-evening.md``, measured
+#: 32.4 TFLOP/s = 0.63x torch through Vulkan with the first two-candidate set: 128x128x8, 64x64.)
+#: ``bench/gpu_matmul_f32.py`` ranks these and more variants on CUDA and Vulkan.
+GPU_TILES = (
+    GpuTiles(128, 128, 16, 8, 8),
+    GpuTiles(128, 128, 32, 8, 8, db=False, at=True),
+    GpuTiles(128, 128, 8, 8, 8),
+    GpuTiles(64, 64, 8, 4, 4),
+)
+
+
 def _zero(dtype: dt.DType) -> Any:
     return False if dtype is dt.bool_ else (0.0 if dtype.is_floating_point else 0)
 
@@ -167,6 +290,7 @@ MATMUL_CANDIDATES: list[MatmulCandidate] = [
     MatmulCandidate("tiled", _launch_tiled, _numeric),
     MatmulCandidate("blocked", _blocked(BLOCKED_MR, BLOCKED_NL, True), _numeric),
     MatmulCandidate("blocked_muladd", _blocked(BLOCKED_MR, BLOCKED_NL, False), _numeric),
+    *(MatmulCandidate(t.name, _gpu(t), _numeric) for t in GPU_TILES),
 ]
 _BY_NAME = {c.name: c for c in MATMUL_CANDIDATES}
 
@@ -225,6 +349,26 @@ def _launch_mma(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> 
         _launch_tiled(backend, a, b, out)
 
 
+def _wgmma_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
+    if getattr(backend.client, "runtime", None) != "cuda" or a.dtype not in (dt.float16, dt.bfloat16):
+        return False
+    from ...cube.runtime import cuda_wgmma
+
+    return cuda_wgmma.candidate_valid(a, b)
+
+
+def _launch_wgmma(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
+    """Hopper tensor cores (wgmma fed by TMA, any M, K and N multiples of 8): a decision is
+    shared by a whole size bucket, so a shape of the bucket the kernel does not take runs the
+    tiled kernel instead."""
+    from ...cube.runtime import cuda_wgmma
+
+    if cuda_wgmma.candidate_valid(a, b):
+        cuda_wgmma.candidate_launch(backend, a, b, out)
+    else:
+        _launch_tiled(backend, a, b, out)
+
+
 def matmul_key(level: Any, backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> tuple[Any, ...]:
     """(dtype, batch, m, n, k anchored; layouts of a and b; problem class; whether the runtime
     runs a cube's units serially: the CPU, where shared-memory tiles do not pay)."""
@@ -261,6 +405,25 @@ def _prio_naive(key: tuple[Any, ...]) -> int:
 def _prio_blocked(key: tuple[Any, ...]) -> int:
     # tiny products: two packing launches around a 1-tile product never pay off
     return -1 if _work(key) <= NAIVE_MAX_WORK else 1
+
+
+def _prio_gpu(key: tuple[Any, ...]) -> int:
+    # first where units run in parallel; never on the CPU, nor for tiny products (naive's
+    # single small kernel wins those, and the block kernels would only add compiles)
+    return -1 if key[-1] == "serial" or _work(key) <= NAIVE_MAX_WORK else 2
+
+
+def _gpu_valid(tiles: GpuTiles) -> Callable[[Any, CubeTensor, CubeTensor, CubeTensor], bool]:
+    """Float dtypes, where the target's shared memory holds the tiles (WGSL adapters may offer
+    only 16 KiB)."""
+
+    def valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
+        if not a.dtype.is_floating_point:
+            return False
+        limit = _shared_limit(backend)
+        return limit is None or tiles.shared_bytes(_gpu_register_bytes(a.dtype)) <= limit
+
+    return valid
 
 
 def matmul_bound(key: tuple[Any, ...], tp: Any, backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> float:
@@ -316,6 +479,14 @@ MATMUL_TUNABLES = autotune.TunableSet(
         _tunable(MATMUL_CANDIDATES[1], lambda key: 1 if key[-1] == "serial" else 0, 0),
         # tensor cores on CUDA (sm_80+), f16/bf16 only
         autotune.Tunable("mma_sync", _launch_mma, 0, 1, valid=_mma_valid),
+        # Hopper tensor cores (wgmma + TMA, sm_90a kernels on compute capability 9.0), tried first
+        autotune.Tunable("wgmma", _launch_wgmma, 0, 2, valid=_wgmma_valid),
+        # shared-memory block tiles with register blocks of lines (floats): first where a cube's
+        # units run in parallel; never timed on the CPU (barriers cost per-unit spills there)
+        *(
+            autotune.Tunable(t.name, _gpu(t), 0, _prio_gpu, valid=_gpu_valid(t))
+            for t in GPU_TILES
+        ),
     ],
     key=matmul_key,
     key_fields=_KEY_FIELDS,

@@ -16,6 +16,7 @@ touches the device (fusion drains may run on another thread).
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ from ...errors import CompilationError, DeviceUnavailableError, EmberError
 from ..compiler.base import CompiledSource
 from ..compiler.cuda import CudaCompiler
 from ..kernel_id import KernelId
+from .cuda_fastcall import fast_driver, handle
 from .cuda_index import CubinIndex
 from .cuda_memory import CudaBuffer, CudaMemoryPool, DeviceOutOfMemory
 from .cuda_nvrtc import nvrtc
@@ -161,6 +163,8 @@ class CudaKernel:
     has_info: bool
     origin: str = ""
     compile_seconds: float = 0.0
+    #: the CUfunction's driver pointer, for the ctypes launch (0: launch through cuda-bindings)
+    handle: int = 0
 
 
 class CudaServer:
@@ -183,6 +187,9 @@ class CudaServer:
         self.current()
         flags = cu.CUstream_flags.CU_STREAM_NON_BLOCKING
         self.stream = _ok(cu.cuStreamCreate(flags), "cuStreamCreate")
+        # the per-op driver calls go through ctypes when libcuda allows (cuda_fastcall)
+        self._fast = None if os.environ.get("EMBER_CUDA_FASTCALL", "1") == "0" else fast_driver()
+        self._stream_h = handle(self.stream) if self._fast is not None else 0
         self.compiler = CudaCompiler(self.arch)
         self.nvrtc = nvrtc()
         self.pipelines: dict[KernelId, CudaKernel] = {}
@@ -194,7 +201,7 @@ class CudaServer:
         self.launches = 0
         self._events: list[Any] = []
         self._cubin_index: CubinIndex | None = None
-        self._raw: dict[tuple[int, str], Any] = {}
+        self._raw: dict[tuple[int, str, str | None], Any] = {}
         self._raw_modules: dict[int, Any] = {}
 
     def current(self) -> None:
@@ -241,7 +248,8 @@ class CudaServer:
                 f"{kid.kernel} -> {entry}", kid.text(), self.compiler.language, src.source, cached, origin
             )
         return CudaKernel(
-            kid, entry, fn, src, module, tuple(kid.cube_dim), bool(src.info), origin, time.perf_counter() - t0
+            kid, entry, fn, src, module, tuple(kid.cube_dim), bool(src.info), origin, time.perf_counter() - t0,
+            handle(fn) if self._fast is not None else 0,
         )
 
     def _index(self) -> CubinIndex:
@@ -254,20 +262,22 @@ class CudaServer:
             idx = self._cubin_index = CubinIndex(_store(store), ns)
         return idx
 
-    def _cubin(self, src: CompiledSource, kid: KernelId | None) -> tuple[bytes, bool, str]:
+    def _cubin(self, src: CompiledSource, kid: KernelId | None, arch: str | None = None) -> tuple[bytes, bool, str]:
+        """``arch``: a target other than the device's own (``sm_90a`` for wgmma); default the device's."""
         from ...environment import store
         from .cpu import _store
 
         nv = self.nvrtc
+        arch = arch or self.arch
         st = _store(store)
-        ns = f"compile/cuda/{self.arch}/{nv.fingerprint(self.arch)}"
-        key = nv.artifact_key(src.source, self.arch)
+        ns = f"compile/cuda/{arch}/{nv.fingerprint(arch)}"
+        key = nv.artifact_key(src.source, arch)
         if st is not None:
             hit = st.get_artifact(ns, key)
             if hit is not None:
                 self.store_loads += 1
                 return hit[0].read_bytes(), True, f"store {ns} ({hit[0].name})"
-        cubin, log_text = nv.compile(src.source, src.entry, self.arch)
+        cubin, log_text = nv.compile(src.source, src.entry, arch)
         self.compiles += 1
         if st is not None:
             meta = {
@@ -276,15 +286,16 @@ class CudaServer:
                 "kernel_id": kid.text() if kid is not None else src.entry,
                 "source": src.source,
                 "compiler": f"nvrtc {nv.version[0]}.{nv.version[1]}",
-                "arch": self.arch,
+                "arch": arch,
             }
             st.put_artifact(ns, key, cubin, meta)
-        return cubin, False, f"nvrtc {nv.version[0]}.{nv.version[1]} --gpu-architecture={self.arch}"
+        return cubin, False, f"nvrtc {nv.version[0]}.{nv.version[1]} --gpu-architecture={arch}"
 
-    def raw_function(self, source: str, entry: str, dynamic_smem: int = 0) -> Any:
+    def raw_function(self, source: str, entry: str, dynamic_smem: int = 0, arch: str | None = None) -> Any:
         """A CUfunction of hand-written CUDA C++ (``cuda_mma``), compiled and stored like every
-        cubin (the store key covers the whole source), cached in-process by (source, entry)."""
-        key = (hash(source), entry)
+        cubin (the store key covers the whole source), cached in-process by (source, entry, arch);
+        ``arch`` (e.g. ``sm_90a`` for ``cuda_wgmma``) replaces the device's own target."""
+        key = (hash(source), entry, arch)
         fn = self._raw.get(key)
         if fn is not None:
             return fn
@@ -293,7 +304,7 @@ class CudaServer:
             if fn is None:
                 src = CompiledSource(entry, source, "cuda", [], [])
                 with tracing.span("compile", kernel=entry, language="cuda", stage=self.stage) as sp:
-                    cubin, cached, _ = self._cubin(src, None)
+                    cubin, cached, _ = self._cubin(src, None, arch)
                     sp.record(cached=cached)
                     self.current()
                     mod = self._raw_modules.get(hash(cubin))
@@ -334,7 +345,12 @@ class CudaServer:
             addrs.append(ctypes.addressof(info))
         params = (ctypes.c_void_p * max(len(addrs), 1))(*addrs)
         bx, by, bz = k.block
-        (err,) = self.cu.cuLaunchKernel(k.fn, cx, cy, cz, bx, by, bz, 0, self.stream, ctypes.addressof(params), 0)
+        if k.handle:
+            err = self._fast.launch(k.handle, cx, cy, cz, bx, by, bz, 0, self._stream_h, ctypes.addressof(params), None)
+            if err:
+                err = self.cu.CUresult(err)
+        else:
+            (err,) = self.cu.cuLaunchKernel(k.fn, cx, cy, cz, bx, by, bz, 0, self.stream, ctypes.addressof(params), 0)
         if int(err) != 0:
             raise CudaError(
                 f"cuLaunchKernel({k.entry}, grid=({cx}, {cy}, {cz}), block={k.block}) failed: {_err_text(err)}"
@@ -343,6 +359,11 @@ class CudaServer:
 
     def sync(self) -> None:
         self.current()
+        if self._fast is not None:
+            err = self._fast.stream_sync(self._stream_h)
+            if err:
+                _ok((self.cu.CUresult(err),), "cuStreamSynchronize (a kernel of this device failed)")
+            return
         _ok(self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize (a kernel of this device failed)")
 
     def event(self) -> Any:
@@ -415,6 +436,11 @@ class CudaClient:
         s = self.server
         s.current()
         # from pageable memory the call returns once the bytes are staged: ``a`` may go at once
+        if s._fast is not None:
+            err = s._fast.htod_async(buf.ptr + byte_offset, a.ctypes.data, a.nbytes, s._stream_h)
+            if err:
+                _ok((s.cu.CUresult(err),), "cuMemcpyHtoDAsync")
+            return
         _ok(s.cu.cuMemcpyHtoDAsync(buf.ptr + byte_offset, a.ctypes.data, a.nbytes, s.stream), "cuMemcpyHtoDAsync")
 
     def read(
@@ -438,10 +464,15 @@ class CudaClient:
         host = np.empty(hi - lo, np.uint8)
         s = self.server
         s.current()
-        _ok(
-            s.cu.cuMemcpyDtoHAsync(host.ctypes.data, buf.ptr + byte_offset + lo, hi - lo, s.stream),
-            "cuMemcpyDtoHAsync",
-        )
+        if s._fast is not None:
+            err = s._fast.dtoh_async(host.ctypes.data, buf.ptr + byte_offset + lo, hi - lo, s._stream_h)
+            if err:
+                _ok((s.cu.CUresult(err),), "cuMemcpyDtoHAsync")
+        else:
+            _ok(
+                s.cu.cuMemcpyDtoHAsync(host.ctypes.data, buf.ptr + byte_offset + lo, hi - lo, s.stream),
+                "cuMemcpyDtoHAsync",
+            )
         s.sync()
         view = np.ndarray(shape, dtype, buffer=host, offset=-lo, strides=strides)
         if view.flags.c_contiguous and lo == 0 and hi - lo == view.nbytes:

@@ -1,0 +1,618 @@
+"""Hopper tensor-core matmul for the CUDA runtime: ``wgmma`` fed by bulk tensor copies (TMA), sm_90a.
+
+A hand-written CUDA C++ kernel (like ``cuda_mma``), compiled by NVRTC for ``sm_90a`` (the
+``a`` target is what accepts ``wgmma`` and ``setmaxnreg``; the cubin runs on any compute
+capability 9.0 device) and persisted in the store under ``compile/cuda/sm_90a/...``.
+
+Design (a tile is 128 x BN outputs, BN = 256 or 128; K in steps of BK = 64):
+
+* **Warp specialisation.** 3 warpgroups of 128 threads. Warpgroup 0 is the producer: it gives
+  registers back (``setmaxnreg.dec`` to 40) and one thread issues, per k-step, one TMA copy of
+  the 128 x 64 slice of A and BN / 64 copies of 64 x 64 slices of B into a ring of ``STAGES``
+  shared-memory stages. Warpgroups 1 and 2 are the consumers (``setmaxnreg.inc`` to 232): each
+  owns 64 rows of the tile and accumulates 64 x BN in f32 registers with
+  ``wgmma.mma_async.m64n{BN}k16`` (4 per k-step).
+* **Ring protocol.** Per stage a *full* mbarrier (1 arrival: the producer's ``expect_tx`` of the
+  stage's bytes; the copies complete the transaction count) and an *empty* mbarrier (2
+  arrivals: one thread of each consumer warpgroup, once the wgmma group that read the stage has
+  retired). The i-th use of the ring (counted across all k-steps of all the block's tiles) takes
+  stage ``i % STAGES`` in round ``r = i // STAGES``: full waits on phase parity ``r & 1``, the
+  producer's empty wait on ``(r - 1) & 1``. Consumers keep one wgmma group in flight
+  (``wait_group 1``) and release the stage of the previous k-step; the last stage of a tile
+  after ``wait_group 0``.
+* **Shared layouts.** Both operands land 128-byte swizzled (TMA ``SWIZZLE_128B``, every tile
+  1024-byte aligned). A is K-major: rows of 64 elements = 128 bytes, 8-row atoms 1024 bytes apart
+  (descriptor SBO = 1024), the k16 step advances the start address by 32 bytes. B is row-major
+  (K, N), i.e. N-major for wgmma (``imm-trans-b = 1``, 16-bit types only): each 64-column
+  chunk is BK rows of 128 bytes; SBO = 1024 (next 8 k-rows), LBO = BK * 128 (next 64-column
+  chunk); the k16 step advances by 16 rows = 2048 bytes.
+* **Tiles and grid.** Tiles are numbered batch-major; inside a batch entry in groups of
+  ``GROUP_M`` block rows (column-major inside a group), so the tiles resident together share
+  panels of A and B in L2. A block takes tiles ``blockIdx.x, + gridDim.x, ...``: one block per
+  tile, or one block per multiprocessor (persistent: the producer fills the ring with the next
+  tile's operands while the consumers store the last one's). ``_choose`` picks per shape: the
+  wide tile unless its partial last wave wastes more than the narrow tile's lower rate
+  (``WIDE_SPEEDUP``), persistent blocks up to ``PERSISTENT_WAVES`` waves.
+* **Epilogue.** Straight from the accumulators (wgmma's D fragment: warp w of a consumer owns
+  rows 16w..16w+15; register 4j + 2h + e is row g + 8h, column 8j + 2t + e for lane 4g + t):
+  optional ``+ bias[n]`` then GELU (erf form, inlined), one rounding to the output type, stores
+  guarded by M and N.
+
+Edges come from TMA: loads outside the tensor are zero-filled, so M, N and K need not be
+multiples of the tile; the copy engine needs 16-byte global strides, hence K and N multiples of
+8. Batches: 3-d tensor maps (cols, rows, batch); an operand shared by the batch has step 0.
+
+Contract (``supports``): row-major contiguous ``a`` (M, K), ``b`` (K, N), ``out`` (M, N) of f32
+or the input type, bf16 or f16 inputs, K and N multiples of 8, 16-byte aligned base addresses, a
+compute capability 9.0 device. Tensor maps are cached per (device, pointer, shape, strides).
+Measured on an H200: bench/results/wgmma_2026-11-29_h200.md.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import math
+from typing import Any
+
+__all__ = [
+    "WGMMA_SOURCE",
+    "WGMMA_SOURCE_NARROW",
+    "WGMMA_ARCH",
+    "wgmma_source",
+    "smem_bytes",
+    "entry_name",
+    "entries",
+    "supports",
+    "matmul_wgmma",
+    "candidate_valid",
+    "candidate_launch",
+]
+
+#: the target that accepts wgmma / setmaxnreg (sm_90 plain rejects them)
+WGMMA_ARCH = "sm_90a"
+BM, BK = 128, 64
+#: the wide tile (4 stages of 48 KiB) and the narrow one (6 stages of 32 KiB): ``_choose`` picks per shape
+BN, STAGES = 256, 4
+BN_NARROW, STAGES_NARROW = 128, 6
+GROUP_M = 16
+THREADS = 384
+#: a 128 x 256 tile does 1.11-1.2x the work of a 128 x 128 tile per unit of time (H200, 4096-8192²,
+#: bench/results/wgmma_2026-11-29_h200.md)
+WIDE_SPEEDUP = 1.15
+#: persistent blocks (one per multiprocessor walking the tiles) up to this many waves of tiles;
+#: one block per tile beyond (measured: persistent as fast or faster at 3072-6144², 5-7% slower at
+#: 8192² = 16 waves, in two calls)
+PERSISTENT_WAVES = 10
+
+
+def smem_bytes(bn: int = BN, stages: int = STAGES) -> int:
+    """Dynamic shared memory of a block: the ring, its 2 x stages mbarriers, 1 KiB of slack so
+    the ring can start on a 1024-byte boundary (the swizzle atoms' alignment)."""
+    return 1024 + stages * (BM * BK * 2 + BK * bn * 2) + 2 * stages * 8
+
+
+_SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
+
+
+def entry_name(in_dtype: str, out_dtype: str, bias_gelu: bool = False) -> str:
+    return f"em_wgmma_{_SHORT[in_dtype]}_{_SHORT[out_dtype]}" + ("_bias_gelu" if bias_gelu else "")
+
+
+def entries() -> list[str]:
+    """Every kernel entry of ``WGMMA_SOURCE``."""
+    out = []
+    for t in ("bfloat16", "float16"):
+        out += [entry_name(t, "float32"), entry_name(t, t), entry_name(t, t, True)]
+    return out
+
+
+def _wgmma_fn(n: int, kind: str) -> str:
+    """``em_wgmma_n{n}_{kind}(d, desc_a, desc_b)``: d += A(64x16, K-major) @ B(16xn, N-major)."""
+    regs = n // 2
+    dlist = ", ".join(f"%{i}" for i in range(regs))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    return (
+        f"__device__ __forceinline__ void em_wgmma_n{n}_{kind}(float (&d)[{regs}], uint64_t da, uint64_t db) {{\n"
+        f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
+        f'                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{dlist}}}, "\n'
+        f'                 "%{regs}, %{regs + 1}, p, 1, 1, 0, 1;\\n}}\\n"\n'
+        f'                 : {outs}\n'
+        f'                 : "l"(da), "l"(db), "r"(1));\n'
+        "}\n"
+    )
+
+
+_COMMON = r"""
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+
+/* a CUtensorMap: 128 opaque bytes, 64-byte aligned (passed by value as a __grid_constant__) */
+struct __align__(64) em_tmap { uint64_t w[16]; };
+
+__device__ __forceinline__ uint32_t em_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ float em_bf16_f32(uint16_t h) { return __uint_as_float(((uint32_t)h) << 16); }
+__device__ __forceinline__ float em_f16_f32(uint16_t h) {
+    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ uint16_t em_f32_bf16(float f) {
+    uint16_t h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ uint16_t em_f32_f16(float f) {
+    uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+
+__device__ __forceinline__ void em_bar_init(uint32_t bar, uint32_t count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void em_bar_expect_tx(uint32_t bar, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void em_bar_arrive(uint32_t bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void em_bar_wait(uint32_t bar, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+    } while (!done);
+}
+/* one 3-d box of the tensor map into shared memory, completing on the mbarrier's tx count */
+__device__ __forceinline__ void em_tma_3d(uint32_t dst, const em_tmap *map, uint32_t bar, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%3, %4, %5}], [%2];\n"
+                 ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+/* the same box written to the same offset of every CTA in ``mask`` (each one's mbarrier at ``bar``'s offset) */
+__device__ __forceinline__ void em_tma_3d_multicast(uint32_t dst, const em_tmap *map, uint32_t bar, int c0, int c1,
+                                                    int c2, uint16_t mask) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+                 " [%0], [%1, {%3, %4, %5}], [%2], %6;\n"
+                 ::"r"(dst), "l"((uint64_t)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "h"(mask) : "memory");
+}
+__device__ __forceinline__ uint32_t em_cluster_rank() {
+    uint32_t r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void em_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+}
+/* arrive on the mbarrier at ``bar``'s offset in CTA ``cta`` of the cluster */
+__device__ __forceinline__ void em_bar_arrive_cta(uint32_t bar, uint32_t cta) {
+    asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\n"
+                 "mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n" ::"r"(bar), "r"(cta) : "memory");
+}
+/* wgmma shared-memory descriptor, 128-byte swizzle (mode 1 in bits 62-63) */
+__device__ __forceinline__ uint64_t em_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFFu) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32)
+           | (1ull << 62);
+}
+template <int R> __device__ __forceinline__ void em_fence_acc(float (&d)[R]) {
+#pragma unroll
+    for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+/* GELU (erf form) of a pair; EM_GELU_CALL: a real call instead of 64 inlined copies (4000
+   instructions of straight-line epilogue per tile against 1600; measured slower all the same) */
+#if EM_GELU_CALL
+__device__ __noinline__
+#else
+__device__ __forceinline__
+#endif
+float2 em_gelu2(float2 v) {
+    return make_float2(0.5f * v.x * (1.f + erff(v.x * 0.70710678118654752f)),
+                       0.5f * v.y * (1.f + erff(v.y * 0.70710678118654752f)));
+}
+
+/* the epilogue of one consumer warpgroup: 64 x n accumulators at rows r0.., columns c0.. */
+template <int BF16, int OUT, int EPI, int R>
+__device__ __forceinline__ void em_store(const float (&acc)[R], void *C, const void *bias, int M, int N,
+                                         int r0, int c0, int tid) {
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+    const int row0 = r0 + warp * 16 + g;
+#pragma unroll
+    for (int j = 0; j < R / 4; ++j) {
+        const int col = c0 + j * 8 + t4 * 2;   /* N is even: col < N covers col + 1 */
+        if (col < N) {
+            float b0 = 0.f, b1 = 0.f;
+            if (EPI) {
+                const uint16_t *bb = (const uint16_t *)bias;
+                b0 = BF16 ? em_bf16_f32(bb[col]) : em_f16_f32(bb[col]);
+                b1 = BF16 ? em_bf16_f32(bb[col + 1]) : em_f16_f32(bb[col + 1]);
+            }
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const int row = row0 + h * 8;
+                if (row < M) {
+                    float v0 = acc[4 * j + 2 * h], v1 = acc[4 * j + 2 * h + 1];
+                    if (EPI) {
+                        const float2 g = em_gelu2(make_float2(v0 + b0, v1 + b1));
+                        v0 = g.x; v1 = g.y;
+                    }
+                    const size_t o = (size_t)row * N + col;
+                    if (OUT == 0) {
+                        *(float2 *)((float *)C + o) = make_float2(v0, v1);
+                    } else {
+                        const uint32_t lo = BF16 ? em_f32_bf16(v0) : em_f32_f16(v0);
+                        const uint32_t hi = BF16 ? em_f32_bf16(v1) : em_f32_f16(v1);
+                        *(uint32_t *)((uint16_t *)C + o) = lo | (hi << 16);
+                    }
+                }
+            }
+        }
+    }
+}
+"""
+
+_KERNEL = r"""
+#define EM_BM 128
+#define EM_BK 64
+#define EM_A_BYTES (EM_BM * EM_BK * 2)            /* 128 rows x 128 bytes */
+#define EM_B_BYTES (EM_BK * EM_BN * 2)            /* BN / 64 chunks of 64 rows x 128 bytes */
+#define EM_STAGE_BYTES (EM_A_BYTES + EM_B_BYTES)
+#define EM_ACC (EM_BN / 2)
+
+extern __shared__ __align__(1024) unsigned char em_wg_smem[];
+
+template <int BF16>
+__device__ __forceinline__ void em_mma_step(float (&acc)[EM_ACC], uint64_t da, uint64_t db) {
+    if (BF16) EM_WGMMA_BF16(acc, da, db); else EM_WGMMA_F16(acc, da, db);
+}
+
+/* EM_CL CTAs per cluster (1 or 2). With 2, the CTAs of a cluster take vertically adjacent tiles
+   (same columns): each loads its own A and half of the B slice, multicast to both, so B crosses
+   from L2 once per pair; a stage is free again when the consumers of both CTAs released it. */
+__device__ __forceinline__ void em_release(uint32_t bar) {
+#if EM_CL == 1
+    em_bar_arrive(bar);
+#else
+    em_bar_arrive_cta(bar, 0);
+    em_bar_arrive_cta(bar, 1);
+#endif
+}
+
+template <int BF16, int OUT, int EPI>
+__device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap &tB, void *C, const void *bias,
+                                                int M, int N, int K, int batch, int a_bstep, int b_bstep) {
+    const uint32_t raw = em_smem(em_wg_smem);
+    const uint32_t ring = (raw + 1023u) & ~1023u;          /* swizzle atoms need 1024-byte alignment */
+    const uint32_t full = ring + EM_STAGES * EM_STAGE_BYTES; /* full[s] at full + 8s, empty[s] after */
+    const uint32_t empty = full + EM_STAGES * 8;
+    const int wg = threadIdx.x >> 7, tid = threadIdx.x & 127;
+#if EM_CL == 1
+    const int rank = 0;
+#else
+    const int rank = (int)em_cluster_rank();
+#endif
+
+    /* tiles (of clusters): batch-major; inside a batch entry groups of GROUP_M block rows,
+       column-major inside a group. A block (cluster) takes tiles c, c + clusters, ... (one tile
+       per block, or persistent blocks); the ring's stage / phase count runs on across tiles. */
+    const int nbm = (M + EM_BM - 1) / EM_BM, nbn = (N + EM_BN - 1) / EM_BN;
+    const int nbc = (nbm + EM_CL - 1) / EM_CL, group = EM_GROUP_M / EM_CL;
+    const int per_batch = nbc * nbn, per_group = group * nbn, total = per_batch * batch;
+    const int cid = blockIdx.x / EM_CL, clusters = gridDim.x / EM_CL;
+    const int KT = (K + EM_BK - 1) / EM_BK;
+
+    if (threadIdx.x == 0) {
+#pragma unroll
+        for (int s = 0; s < EM_STAGES; ++s) {
+            em_bar_init(full + 8 * s, 1);
+            em_bar_init(empty + 8 * s, 2 * EM_CL);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+#if EM_CL == 1
+    __syncthreads();
+#else
+    em_cluster_sync();  /* both CTAs' barriers exist before either multicasts or arrives remotely */
+#endif
+
+    if (wg == 0) {  /* producer */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tA) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tB) : "memory");
+            int it = 0;
+            for (int tile = cid; tile < total; tile += clusters) {
+                const int z = tile / per_batch, id = tile - z * per_batch;
+                const int first = (id / per_group) * group, rows = min(nbc - first, group);
+                const int m0 = ((first + (id % per_group) % rows) * EM_CL + rank) * EM_BM;
+                const int n0 = ((id % per_group) / rows) * EM_BN;
+                const int za = z * a_bstep, zb = z * b_bstep;
+                for (int kt = 0; kt < KT; ++kt, ++it) {
+                    const int s = it % EM_STAGES;
+                    if (it >= EM_STAGES) em_bar_wait(empty + 8 * s, ((it / EM_STAGES) - 1) & 1);
+                    const uint32_t st = ring + s * EM_STAGE_BYTES;
+                    em_bar_expect_tx(full + 8 * s, EM_STAGE_BYTES);  /* with the bytes the other CTA multicasts */
+                    em_tma_3d(st, &tA, full + 8 * s, kt * EM_BK, m0, za);
+#pragma unroll
+                    for (int c = 0; c < EM_BN / 64 / EM_CL; ++c) {
+                        const int ch = rank * (EM_BN / 64 / EM_CL) + c;
+                        const uint32_t dst = st + EM_A_BYTES + ch * (EM_BK * 128);
+#if EM_CL == 1
+                        em_tma_3d(dst, &tB, full + 8 * s, n0 + ch * 64, kt * EM_BK, zb);
+#else
+                        em_tma_3d_multicast(dst, &tB, full + 8 * s, n0 + ch * 64, kt * EM_BK, zb, 0x3);
+#endif
+                    }
+                }
+            }
+        }
+    } else {  /* consumers: warpgroup 1 rows 0..63 of the tile, warpgroup 2 rows 64..127 */
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int cw = wg - 1;
+        int it = 0;
+        for (int tile = cid; tile < total; tile += clusters) {
+            const int z = tile / per_batch, id = tile - z * per_batch;
+            const int first = (id / per_group) * group, rows = min(nbc - first, group);
+            const int m0 = ((first + (id % per_group) % rows) * EM_CL + rank) * EM_BM;
+            const int n0 = ((id % per_group) / rows) * EM_BN;
+            float acc[EM_ACC];
+#pragma unroll
+            for (int i = 0; i < EM_ACC; ++i) acc[i] = 0.f;
+            for (int kt = 0; kt < KT; ++kt, ++it) {
+                const int s = it % EM_STAGES;
+                em_bar_wait(full + 8 * s, (it / EM_STAGES) & 1);
+                const uint32_t a = ring + s * EM_STAGE_BYTES + cw * 64 * 128;
+                const uint32_t b = ring + s * EM_STAGE_BYTES + EM_A_BYTES;
+                em_fence_acc(acc);
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int kk = 0; kk < EM_BK / 16; ++kk)
+                    em_mma_step<BF16>(acc, em_desc(a + kk * 32, 16, 1024), em_desc(b + kk * 2048, EM_BK * 128, 1024));
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                em_fence_acc(acc);
+                /* the group of the previous step has retired: its stage goes back to the producer(s) */
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                if (kt > 0 && tid == 0) em_release(empty + 8 * ((it - 1) % EM_STAGES));
+            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            em_fence_acc(acc);
+            if (KT > 0 && tid == 0) em_release(empty + 8 * ((it - 1) % EM_STAGES));
+            char *Cz = (char *)C + (size_t)z * M * N * (OUT == 0 ? 4 : 2);
+            em_store<BF16, OUT, EPI>(acc, Cz, bias, M, N, m0 + cw * 64, n0, tid);
+        }
+    }
+#if EM_CL == 2
+    em_cluster_sync();  /* no CTA leaves while the other may still arrive on its barriers */
+#endif
+}
+
+#if EM_CL == 1
+#define EM_CLUSTER_DIMS
+#else
+#define EM_CLUSTER_DIMS __cluster_dims__(EM_CL, 1, 1)
+#endif
+#define EM_WGMMA(NAME, BF16, OUT, EPI)                                                                    \
+    extern "C" __global__ void __launch_bounds__(384, 1) EM_CLUSTER_DIMS                                  \
+        NAME(const __grid_constant__ em_tmap tA, const __grid_constant__ em_tmap tB, void *C,             \
+             const void *bias, int M, int N, int K, int batch, int a_bstep, int b_bstep) {                \
+        em_wgmma_kernel<BF16, OUT, EPI>(tA, tB, C, bias, M, N, K, batch, a_bstep, b_bstep);               \
+    }
+EM_WGMMA(em_wgmma_bf16_f32, 1, 0, 0)
+EM_WGMMA(em_wgmma_bf16_bf16, 1, 1, 0)
+EM_WGMMA(em_wgmma_bf16_bf16_bias_gelu, 1, 1, 1)
+EM_WGMMA(em_wgmma_f16_f32, 0, 0, 0)
+EM_WGMMA(em_wgmma_f16_f16, 0, 1, 0)
+EM_WGMMA(em_wgmma_f16_f16_bias_gelu, 0, 1, 1)
+"""
+
+
+def wgmma_source(bn: int = BN, stages: int = STAGES, group_m: int = GROUP_M, gelu_call: bool = False,
+                 cluster: int = 1) -> str:
+    """The kernel source for tiles of 128 x ``bn`` (128 or 256) and a ring of ``stages``;
+    ``gelu_call``: the bias + GELU epilogue calls its GELU instead of inlining it (a quarter of
+    the code, but slower: 0.231-0.236 ms against 0.209-0.223 inlined, bf16 4096²); ``cluster``
+    2: pairs of CTAs share B through TMA multicast (the grid must then be even; not the default:
+    no gain beyond the run-to-run spread at 4096-8192², bench/results/wgmma_2026-11-29_h200.md)."""
+    if bn not in (128, 256) or not 2 <= stages <= 8 or cluster not in (1, 2) or group_m % cluster:
+        raise ValueError(f"wgmma tiles: bn in (128, 256), 2 <= stages <= 8, cluster 1 or 2 (got {bn}, {stages}, "
+                         f"{cluster})")
+    head = f"#define EM_BN {bn}\n#define EM_STAGES {stages}\n#define EM_GROUP_M {group_m}\n"
+    head += f"#define EM_GELU_CALL {int(gelu_call)}\n#define EM_CL {cluster}\n"
+    fns = _wgmma_fn(bn, "bf16") + _wgmma_fn(bn, "f16")
+    macros = f"#define EM_WGMMA_BF16 em_wgmma_n{bn}_bf16\n#define EM_WGMMA_F16 em_wgmma_n{bn}_f16\n"
+    return head + _COMMON + fns + macros + _KERNEL
+
+
+WGMMA_SOURCE = wgmma_source()
+WGMMA_SOURCE_NARROW = wgmma_source(BN_NARROW, STAGES_NARROW)
+#: tile width -> (source, dynamic shared memory)
+_CONFIGS = {
+    BN: (WGMMA_SOURCE, smem_bytes(BN, STAGES)),
+    BN_NARROW: (WGMMA_SOURCE_NARROW, smem_bytes(BN_NARROW, STAGES_NARROW)),
+}
+
+
+def _choose(m: int, n: int, batch: int, sms: int) -> tuple[int, bool]:
+    """(tile width, persistent) for a launch: the width whose whole waves of tiles take least
+    time (a partial last wave costs a whole one), then persistent blocks for few waves."""
+    def waves(bn: int) -> int:
+        return -(-(-(-m // BM) * -(-n // bn) * batch) // sms)
+
+    wide = waves(BN) * (BN / BN_NARROW) / WIDE_SPEEDUP <= waves(BN_NARROW)
+    bn = BN if wide else BN_NARROW
+    return bn, waves(bn) <= PERSISTENT_WAVES
+
+
+# --------------------------------------------------------------------------- host side
+def _arch_sm(arch: str) -> int:
+    return int("".join(c for c in arch if c.isdigit()) or 0)
+
+
+def supports(a: Any, b: Any, out: Any, arch_sm: int) -> bool:
+    """Whether the kernel takes these 2-d CubeTensors as they are (shapes, layouts, dtypes, arch)."""
+    if arch_sm != 90 or len(a.shape) != 2 or len(b.shape) != 2 or len(out.shape) != 2:
+        return False
+    if a.dtype.name not in ("bfloat16", "float16") or b.dtype is not a.dtype:
+        return False
+    if out.dtype.name not in ("float32", a.dtype.name):
+        return False
+    (m, k), (k2, n) = a.shape, b.shape
+    return (
+        k == k2
+        and m > 0
+        and k > 0
+        and k % 8 == 0
+        and n > 0
+        and n % 8 == 0
+        and out.shape == (m, n)
+        and a.is_contiguous()
+        and b.is_contiguous()
+        and out.is_contiguous()
+        and all(_addr(t) % 16 == 0 for t in (a, b, out))
+    )
+
+
+def _addr(t: Any) -> int:
+    return t.buffer.ptr + t.offset * t.dtype.itemsize
+
+
+#: (device index, dtype, address, cols, rows, batch, batch stride, box rows) -> 128 bytes
+_MAPS: dict[tuple[Any, ...], Any] = {}
+_MAPS_MAX = 1024
+
+
+def _tensor_map(server: Any, dtype: str, addr: int, cols: int, rows: int, batch: int, bstride: int,
+                box_rows: int) -> Any:
+    """A 3-d tensor map over (cols, rows, batch) 16-bit elements (row stride ``cols``, batch stride
+    ``bstride`` elements), boxes of 64 x ``box_rows`` x 1, 128-byte swizzle, zero fill outside."""
+    key = (server.index, dtype, addr, cols, rows, batch, bstride, box_rows)
+    hit = _MAPS.get(key)
+    if hit is not None:
+        return hit
+    cu = server.cu
+    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
+    kind = cu.CUtensorMapDataType
+    dtype_enum = kind.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if dtype == "bfloat16" else kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+    if batch == 1:
+        bstride = rows * cols  # never stepped; the encoder still wants a valid stride
+    res = cu.cuTensorMapEncodeTiled(
+        dtype_enum,
+        3,
+        addr,
+        [u64(cols), u64(rows), u64(batch)],
+        [u64(cols * 2), u64(bstride * 2)],
+        [u32(64), u32(box_rows), u32(1)],
+        [u32(1), u32(1), u32(1)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    )
+    if int(res[0]) != 0:
+        from .cuda import CudaError, _err_text
+
+        what = f"cuTensorMapEncodeTiled(dims=({cols}, {rows}, {batch}), batch stride {bstride})"
+        raise CudaError(f"{what} failed: {_err_text(res[0])}")
+    words = (ctypes.c_uint64 * 16)(*(int(w) for w in res[1].opaque))
+    if len(_MAPS) >= _MAPS_MAX:
+        _MAPS.clear()
+    _MAPS[key] = words
+    return words
+
+
+def _launch(server: Any, a: tuple[int, int], b: tuple[int, int], out: int, bias: int, m: int, n: int, k: int,
+            batch: int, in_dtype: str, out_dtype: str, source: str | None = None, bn: int | None = None,
+            smem: int | None = None, persistent: bool | None = None, cluster: int = 1) -> None:
+    """One launch over ``batch`` products: ``a`` / ``b`` are (address, batch stride in elements),
+    stride 0 for an operand shared by the whole batch; ``out`` contiguous (batch, m, n). The tile
+    config and grid come from ``_choose`` unless given (``source`` with its ``bn`` and ``smem``;
+    ``persistent``: one block per multiprocessor walking the tiles, else one block per tile;
+    ``cluster``: the CTAs per cluster the source was generated for)."""
+    sms = server.info.multiprocessors
+    if source is None:
+        bn_auto, persistent_auto = _choose(m, n, batch, sms)
+        bn = bn or bn_auto
+        source, smem = _CONFIGS[bn]
+        persistent = persistent_auto if persistent is None else persistent
+    fn = server.raw_function(source, entry_name(in_dtype, out_dtype, bool(bias)), smem, WGMMA_ARCH)
+    (pa, sa), (pb, sb) = a, b
+    ta = _tensor_map(server, in_dtype, pa, k, m, batch if sa else 1, sa, BM)
+    tb = _tensor_map(server, in_dtype, pb, n, k, batch if sb else 1, sb, BK)
+    args = [
+        ta,
+        tb,
+        ctypes.c_uint64(out),
+        ctypes.c_uint64(bias),
+        ctypes.c_int32(m),
+        ctypes.c_int32(n),
+        ctypes.c_int32(k),
+        ctypes.c_int32(batch),
+        ctypes.c_int32(1 if sa else 0),
+        ctypes.c_int32(1 if sb else 0),
+    ]
+    block_rows = -(-m // BM)
+    units = -(-block_rows // cluster) * -(-n // bn) * batch  # tiles of clusters
+    if persistent:
+        units = min(units, sms // cluster)
+    server.launch_raw(fn, (units * cluster, 1, 1), (THREADS, 1, 1), args, smem)
+
+
+def matmul_wgmma(client: Any, a: Any, b: Any, out: Any, bias: Any = None) -> None:
+    """``out = a @ b`` (``gelu(a @ b + bias)`` with ``bias`` of shape (N,), out of the input type)."""
+    (m, k), n = a.shape, b.shape[1]
+    bias_addr = 0 if bias is None else _addr(bias)
+    _launch(client.server, (_addr(a), 0), (_addr(b), 0), _addr(out), bias_addr, m, n, k, 1, a.dtype.name,
+            out.dtype.name)
+
+
+# --------------------------------------------------------------------------- matmul candidate
+def candidate_valid(a: Any, b: Any) -> bool:
+    """For the Cube backend's candidate list: a CUDA client of compute capability 9.0 and
+    operands the kernel takes as they are (each batch entry a row-major matrix, 16-byte strides)."""
+    client = a.client
+    if getattr(client, "runtime", "") != "cuda" or _arch_sm(client.server.arch) != 90:
+        return False
+    if a.dtype.name not in ("bfloat16", "float16") or b.dtype is not a.dtype:
+        return False
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    if not (m and k and n) or k % 8 or n % 8:
+        return False
+    if a.strides[-2:] != (k, 1) or b.strides[-2:] != (n, 1):
+        return False
+    return all(s % 8 == 0 for s in (*a.strides[:-2], *b.strides[:-2])) and all(
+        _addr(t) % 16 == 0 for t in (a, b)
+    )
+
+
+def _batch_step(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """The one element step of an operand over the flattened batch dims, or None where they do
+    not flatten (0: broadcast over the whole batch)."""
+    dims = [(s, st) for s, st in zip(shape, strides) if s != 1]
+    if not dims:
+        return 0
+    if all(st == 0 for _, st in dims):
+        return 0
+    step = dims[-1][1]
+    expect = step
+    for s, st in reversed(dims):
+        if st != expect:
+            return None
+        expect *= s
+    return step
+
+
+def candidate_launch(backend: Any, a: Any, b: Any, out: Any) -> None:
+    """``out[..., :, :] = a[...] @ b[...]`` for operands already expanded to out's batch dims: one
+    launch where both operands' batch dims flatten, else one launch per batch entry."""
+    batch = out.shape[:-2]
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    server = backend.client.server
+    size = a.dtype.itemsize
+    osize = out.dtype.itemsize
+    nb = math.prod(batch)
+    sa = _batch_step(batch, a.strides[:-2])
+    sb = _batch_step(batch, b.strides[:-2])
+    if sa is not None and sb is not None:
+        _launch(server, (_addr(a), sa), (_addr(b), sb), _addr(out), 0, m, n, k, nb, a.dtype.name, out.dtype.name)
+        return
+    for idx in itertools.product(*(range(s) for s in batch)):
+        pa = _addr(a) + size * sum(i * s for i, s in zip(idx, a.strides))
+        pb = _addr(b) + size * sum(i * s for i, s in zip(idx, b.strides))
+        po = _addr(out) + osize * sum(i * s for i, s in zip(idx, out.strides))
+        _launch(server, (pa, 0), (pb, 0), po, 0, m, n, k, 1, a.dtype.name, out.dtype.name)

@@ -1,0 +1,185 @@
+"""The Hopper tensor-core matmul (``cuda_wgmma``: wgmma + TMA, sm_90a) on a real GPU: every entry
+against float64 numpy on fresh random inputs, outputs poisoned with NaN so an unwritten element
+fails, ragged shapes (tile edges from TMA's zero fill), 8192², batches (one flattened launch and
+the per-entry fallback). Skipped without a compute capability 9.0 device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+from ember.cube.runtime.tensor import CubeTensor, contiguous_strides
+
+
+@pytest.fixture(scope="module")
+def hopper(cuda_client):
+    if cuda_client.server.arch != "sm_90":
+        pytest.skip(f"wgmma needs compute capability 9.0 (this device: {cuda_client.server.arch})")
+    return cuda_client
+
+
+def put(client, a: np.ndarray) -> CubeTensor:
+    a = np.ascontiguousarray(a)
+    d = ember.dtype.from_numpy_dtype(a.dtype)
+    return CubeTensor(client, client.create(a), a.shape, contiguous_strides(a.shape), 0, d)
+
+
+def get(client, t: CubeTensor) -> np.ndarray:
+    size = t.dtype.itemsize
+    return client.read(t.buffer, t.dtype.np, t.shape, tuple(s * size for s in t.strides), t.offset * size)
+
+
+def randn(rng, shape, d) -> np.ndarray:
+    return rng.standard_normal(shape, dtype=np.float32).astype(d.np)
+
+
+def gelu(z: np.ndarray) -> np.ndarray:
+    from scipy.special import erf
+
+    return 0.5 * z * (1 + erf(z / np.sqrt(2)))
+
+
+def check(got: np.ndarray, want: np.ndarray, out_np) -> None:
+    got = got.astype(np.float64)
+    assert not np.isnan(got).any(), f"{int(np.isnan(got).sum())} of {got.size} outputs unwritten (NaN)"
+    rel = np.linalg.norm(got - want) / np.linalg.norm(want)
+    # f32 output: only the order of the f32 sums differs; 16-bit output: one rounding (2^-8 for bf16)
+    assert rel < (1e-5 if out_np is np.float32 else 1e-2), rel
+
+
+ENTRIES = [(out, bias) for out in ("float32", "same") for bias in (False, True) if not (bias and out == "float32")]
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16"])
+@pytest.mark.parametrize("out_kind,with_bias", ENTRIES)
+@pytest.mark.parametrize("m,n,k", [(256, 512, 256), (200, 264, 72), (384, 1280, 1000), (8, 8, 8)])
+def test_every_entry_matches_numpy(hopper, rng, name, out_kind, with_bias, m, n, k):
+    from ember.cube.runtime.cuda_wgmma import matmul_wgmma, supports
+
+    d = ember.dtype.as_dtype(name)
+    out_np = np.float32 if out_kind == "float32" else d.np
+    a, b, bias = randn(rng, (m, k), d), randn(rng, (k, n), d), randn(rng, n, d)
+    ta, tb, tbias = put(hopper, a), put(hopper, b), put(hopper, bias)
+    out = put(hopper, np.full((m, n), np.nan, out_np))
+    assert supports(ta, tb, out, 90)
+    matmul_wgmma(hopper, ta, tb, out, tbias if with_bias else None)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    if with_bias:
+        want = gelu(want + bias.astype(np.float64))
+    check(get(hopper, out), want, out_np)
+
+
+@pytest.mark.parametrize("name,out_kind,with_bias", [("bfloat16", "same", False), ("float16", "float32", False),
+                                                     ("bfloat16", "same", True)])
+def test_8192_square(hopper, rng, name, out_kind, with_bias):
+    """Full size: every output written (NaN poison), 64 random rows against float64 numpy."""
+    from ember.cube.runtime.cuda_wgmma import matmul_wgmma
+
+    d = ember.dtype.as_dtype(name)
+    out_np = np.float32 if out_kind == "float32" else d.np
+    s = 8192
+    a, b, bias = randn(rng, (s, s), d), randn(rng, (s, s), d), randn(rng, s, d)
+    ta, tb, tbias = put(hopper, a), put(hopper, b), put(hopper, bias)
+    out = put(hopper, np.full((s, s), np.nan, out_np))
+    matmul_wgmma(hopper, ta, tb, out, tbias if with_bias else None)
+    got = get(hopper, out)
+    assert not np.isnan(got).any(), f"{int(np.isnan(got).sum())} outputs unwritten"
+    rows = np.sort(rng.choice(s, 64, replace=False))
+    want = a[rows].astype(np.float64) @ b.astype(np.float64)
+    if with_bias:
+        want = gelu(want + bias.astype(np.float64))
+    check(got[rows], want, out_np)
+
+
+def test_batches_one_launch_and_per_entry(hopper, rng):
+    from ember.cube.runtime.cuda_wgmma import _batch_step, candidate_launch, candidate_valid
+
+    class _Backend:
+        client = hopper
+
+    d = ember.bfloat16
+    m, k, n = 136, 96, 264
+    # (3, m, k) @ (k, n) shared by the batch: one launch, B's batch step 0
+    a = randn(rng, (3, m, k), d)
+    b = randn(rng, (k, n), d)
+    ta, tb = put(hopper, a), put(hopper, b)
+    tb3 = tb.with_layout((3, k, n), (0, n, 1), 0)
+    out = put(hopper, np.full((3, m, n), np.nan, d.np))
+    assert candidate_valid(ta, tb3) and _batch_step((3,), (0,)) == 0
+    candidate_launch(_Backend, ta, tb3, out)
+    check(get(hopper, out), a.astype(np.float64) @ b.astype(np.float64), d.np)
+    # (2, 1 -> 3, m, k): batch dims that do not flatten into one step: one launch per entry
+    a = randn(rng, (2, 1, m, k), d)
+    b = randn(rng, (2, 3, k, n), d)
+    ta = put(hopper, a).with_layout((2, 3, m, k), (m * k, 0, k, 1), 0)
+    tb = put(hopper, b)
+    assert _batch_step((2, 3), ta.strides[:2]) is None
+    out = put(hopper, np.full((2, 3, m, n), np.nan, np.float32))
+    candidate_launch(_Backend, ta, tb, out)
+    check(get(hopper, out), np.broadcast_to(a, (2, 3, m, k)).astype(np.float64) @ b.astype(np.float64), np.float32)
+
+
+@pytest.mark.parametrize("bn", [256, 128])
+@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("name", ["bfloat16", "float16"])
+def test_both_tile_widths_both_grids(hopper, rng, bn, persistent, name):
+    """Each tile config the shape choice can pick, with one block per tile and with persistent
+    blocks (several tiles per block: the ring's phases run on across tiles), then bias + GELU."""
+    from ember.cube.runtime import cuda_wgmma as W
+
+    d = ember.dtype.as_dtype(name)
+    m, n, k, batch = 1160, 1800, 712, 2  # ragged; 160 (wide) or 300 (narrow) tiles: > 132 multiprocessors
+    a, b, bias = randn(rng, (batch, m, k), d), randn(rng, (k, n), d), randn(rng, n, d)
+    ta, tb, tbias = put(hopper, a), put(hopper, b), put(hopper, bias)
+    src, smem = W._CONFIGS[bn]
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    for out_np in (np.float32, d.np):
+        out = put(hopper, np.full((batch, m, n), np.nan, out_np))
+        out_name = ember.dtype.from_numpy_dtype(np.dtype(out_np)).name
+        W._launch(hopper.server, (W._addr(ta), m * k), (W._addr(tb), 0), W._addr(out), 0, m, n, k, batch, name,
+                  out_name, src, bn, smem, persistent)
+        check(get(hopper, out), want, out_np)
+    out = put(hopper, np.full((m, n), np.nan, d.np))
+    W._launch(hopper.server, (W._addr(ta), 0), (W._addr(tb), 0), W._addr(out), W._addr(tbias), m, n, k, 1, name,
+              name, src, bn, smem, persistent)
+    check(get(hopper, out), gelu(want[0] + bias.astype(np.float64)), d.np)
+
+
+def test_public_matmul_offers_wgmma_and_is_right(hopper, rng):
+    """``a @ b`` in bf16 on ``Device.cuda()``: the autotuner's candidate list includes wgmma for
+    the product (which candidate wins is the tuner's timing, not asserted), the result is right."""
+    from ember import Device
+    from ember.backends.cube.matmul import _wgmma_valid
+    from ember.dlpack import _cube_primitive
+
+    dev = Device.cuda(fusion=False)
+    a = randn(rng, (2, 384, 520), ember.bfloat16)
+    b = randn(rng, (520, 776), ember.bfloat16)
+    ta, tb = ember.tensor(a, device=dev), ember.tensor(b, device=dev)
+    assert _wgmma_valid(dev.backend().inner, _cube_primitive(ta), _cube_primitive(tb), None)
+    got = (ta @ tb).numpy()
+    check(np.asarray(got), a.astype(np.float64) @ b.astype(np.float64), ember.bfloat16.np)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_cluster_pairs_sharing_b(hopper, rng, persistent):
+    """Clusters of 2 CTAs (B multicast to both, stages released by the consumers of both):
+    an odd number of block rows (the last pair's second tile lies wholly outside M), a batch,
+    then bias + GELU."""
+    from ember.cube.runtime import cuda_wgmma as W
+
+    d = ember.bfloat16
+    m, n, k, batch = 1288, 1800, 712, 2
+    a, b, bias = randn(rng, (batch, m, k), d), randn(rng, (k, n), d), randn(rng, n, d)
+    ta, tb, tbias = put(hopper, a), put(hopper, b), put(hopper, bias)
+    src, smem = W.wgmma_source(W.BN, W.STAGES, cluster=2), W.smem_bytes(W.BN, W.STAGES)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    out = put(hopper, np.full((batch, m, n), np.nan, np.float32))
+    W._launch(hopper.server, (W._addr(ta), m * k), (W._addr(tb), 0), W._addr(out), 0, m, n, k, batch, "bfloat16",
+              "float32", src, W.BN, smem, persistent, 2)
+    check(get(hopper, out), want, np.float32)
+    out = put(hopper, np.full((m, n), np.nan, d.np))
+    W._launch(hopper.server, (W._addr(ta), 0), (W._addr(tb), 0), W._addr(out), W._addr(tbias), m, n, k, 1,
+              "bfloat16", "bfloat16", src, W.BN, smem, persistent, 2)
+    check(get(hopper, out), gelu(want[0] + bias.astype(np.float64)), d.np)

@@ -1,0 +1,253 @@
+"""The Hopper tensor-core matmul (``cuda_wgmma``) without a GPU: NVRTC compiles every entry for
+sm_90a with no ptxas warning (a serialised wgmma or an ignored setmaxnreg would warn), the tile
+configs fit in shared memory, and the host side (tensor-map arguments and cache, launch shape,
+batch flattening, operand checks, the autotune candidate) against a recording fake driver."""
+
+from __future__ import annotations
+
+import ctypes
+from types import SimpleNamespace
+
+import pytest
+
+from ember import dtype as dt
+from ember.cube.runtime import cuda_wgmma as W
+from ember.cube.runtime.tensor import CubeTensor, contiguous_strides
+
+
+def nvrtc_or_skip():
+    try:
+        from ember.cube.runtime.cuda_nvrtc import nvrtc
+
+        return nvrtc()
+    except Exception as e:  # noqa: BLE001 - not installed here
+        pytest.skip(f"NVRTC unavailable: {e}")
+
+
+@pytest.mark.parametrize("bn,stages,cluster", [(W.BN, W.STAGES, 1), (128, 6, 1), (W.BN, W.STAGES, 2)])
+def test_every_entry_compiles_for_sm_90a_without_warnings(bn, stages, cluster):
+    nv = nvrtc_or_skip()
+    cubin, log = nv.compile(W.wgmma_source(bn, stages, cluster=cluster), "em_wgmma", W.WGMMA_ARCH)
+    for entry in W.entries():
+        assert entry.encode() in cubin, entry
+    assert "warning" not in log.lower(), log
+
+
+def test_plain_sm_90_rejects_wgmma():
+    """Why the kernels are compiled for sm_90a whatever the device's own target."""
+    from ember.errors import CompilationError
+
+    nv = nvrtc_or_skip()
+    with pytest.raises(CompilationError):
+        nv.compile(W.WGMMA_SOURCE, "em_wgmma", "sm_90")
+
+
+def test_entry_names_follow_cuda_mma():
+    assert W.entry_name("bfloat16", "bfloat16", True) == "em_wgmma_bf16_bf16_bias_gelu"
+    assert W.entry_name("float16", "float32") == "em_wgmma_f16_f32"
+    assert len(set(W.entries())) == 6
+
+
+def test_tile_configs_fit_shared_memory():
+    limit = 227 * 1024  # opt-in dynamic shared memory of a compute capability 9.0 block
+    assert W.smem_bytes() <= limit
+    assert W.smem_bytes(128, 6) <= limit
+    with pytest.raises(ValueError):
+        W.wgmma_source(192, 4)
+
+
+# --------------------------------------------------------------------------- fake driver
+class _FakeCu:
+    """Records cuTensorMapEncodeTiled calls; enums and wrappers as plain values."""
+
+    def __init__(self):
+        self.encodes = []
+        enum = SimpleNamespace
+        self.CUtensorMapDataType = enum(CU_TENSOR_MAP_DATA_TYPE_BFLOAT16="bf16", CU_TENSOR_MAP_DATA_TYPE_FLOAT16="f16")
+        self.CUtensorMapInterleave = enum(CU_TENSOR_MAP_INTERLEAVE_NONE="none")
+        self.CUtensorMapSwizzle = enum(CU_TENSOR_MAP_SWIZZLE_128B="128B")
+        self.CUtensorMapL2promotion = enum(CU_TENSOR_MAP_L2_PROMOTION_L2_256B="256B")
+        self.CUtensorMapFloatOOBfill = enum(CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE="zero")
+        self.cuuint64_t = self.cuuint32_t = int
+
+    def cuTensorMapEncodeTiled(self, dtype, rank, addr, dims, strides, box, elem, inter, swz, l2, oob):  # noqa: N802
+        self.encodes.append(dict(dtype=dtype, rank=rank, addr=addr, dims=dims, strides=strides, box=box, swizzle=swz,
+                                 oob=oob))
+        return 0, SimpleNamespace(opaque=[len(self.encodes)] * 16)
+
+
+class _FakeServer:
+    def __init__(self, arch="sm_90", index=0):
+        self.cu = _FakeCu()
+        self.arch = arch
+        self.index = index
+        self.info = SimpleNamespace(multiprocessors=132)
+        self.functions = []
+        self.launches = []
+
+    def raw_function(self, source, entry, smem=0, arch=None):
+        self.functions.append((entry, smem, arch))
+        return entry
+
+    def launch_raw(self, fn, grid, block, args, smem):
+        self.launches.append((fn, grid, block, args, smem))
+
+
+class _Buf:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+def _tensor(client, shape, dtype=dt.bfloat16, ptr=1 << 20, strides=None, offset=0):
+    strides = contiguous_strides(shape) if strides is None else strides
+    return CubeTensor(client, _Buf(ptr), shape, strides, offset, dtype)
+
+
+@pytest.fixture
+def fake():
+    W._MAPS.clear()
+    server = _FakeServer()
+    client = SimpleNamespace(runtime="cuda", server=server)
+    yield client, server
+    W._MAPS.clear()
+
+
+def test_launch_encodes_swizzled_maps_and_covers_every_tile(fake):
+    client, server = fake
+    m, k, n = 300, 72, 520
+    a = _tensor(client, (m, k), ptr=1 << 20)
+    b = _tensor(client, (k, n), ptr=2 << 20)
+    out = _tensor(client, (m, n), dt.float32, ptr=3 << 20)
+    assert W.supports(a, b, out, 90)
+    W.matmul_wgmma(client, a, b, out)
+    bn, persistent = W._choose(m, n, 1, 132)
+    (entry, smem, arch), = server.functions
+    assert (entry, smem, arch) == ("em_wgmma_bf16_f32", W._CONFIGS[bn][1], "sm_90a")
+    ea, eb = server.cu.encodes
+    # A: (k, m) with 128 x 64 boxes; B: (n, k) with 64 x 64 boxes; 16-bit rows, 128-byte swizzle
+    assert ea["dims"] == [k, m, 1] and ea["box"] == [64, W.BM, 1] and ea["strides"][0] == 2 * k
+    assert eb["dims"] == [n, k, 1] and eb["box"] == [64, W.BK, 1] and eb["strides"][0] == 2 * n
+    assert ea["swizzle"] == eb["swizzle"] == "128B" and ea["oob"] == "zero" and ea["dtype"] == "bf16"
+    assert all(s % 16 == 0 for e in (ea, eb) for s in e["strides"])
+    (fn, grid, block, args, smem2), = server.launches
+    tiles = -(-m // W.BM) * -(-n // bn)
+    assert grid == (min(tiles, 132) if persistent else tiles, 1, 1) and block == (W.THREADS, 1, 1) and smem2 == smem
+    assert len(args) == 10 and ctypes.sizeof(args[0]) == 128 and ctypes.sizeof(args[1]) == 128
+    assert [x.value for x in args[4:]] == [m, n, k, 1, 0, 0]
+    # a repeated product re-encodes nothing
+    W.matmul_wgmma(client, a, b, out)
+    assert len(server.cu.encodes) == 2 and server.launches[1][3][0] is args[0]
+
+
+def test_persistent_grid_is_capped_at_the_multiprocessors(fake):
+    client, server = fake
+    a = _tensor(client, (4096, 512), ptr=1 << 20)
+    b = _tensor(client, (512, 4096), ptr=2 << 20)
+    out = _tensor(client, (4096, 4096), ptr=3 << 20)
+    W._launch(server, (W._addr(a), 0), (W._addr(b), 0), W._addr(out), 0, 4096, 4096, 512, 1, "bfloat16", "bfloat16",
+              persistent=True)
+    W._launch(server, (W._addr(a), 0), (W._addr(b), 0), W._addr(out), 0, 4096, 4096, 512, 1, "bfloat16", "bfloat16",
+              persistent=False)
+    assert [lz[1][0] for lz in server.launches] == [132, 32 * 4096 // W.BN]
+
+
+def test_cluster_grids_cover_pairs_of_block_rows(fake):
+    client, server = fake
+    m, n, k = 1288, 1800, 712  # 11 block rows: 6 pairs, 8 column tiles of 256
+    src = W.wgmma_source(cluster=2)
+    for persistent in (False, True):
+        W._launch(server, (1 << 20, m * k), (2 << 20, 0), 3 << 20, 0, m, n, k, 2, "bfloat16", "float32", src, W.BN,
+                  W.smem_bytes(), persistent, 2)
+    assert [lz[1][0] for lz in server.launches] == [2 * 6 * 8 * 2, 2 * (132 // 2)]
+    with pytest.raises(ValueError):
+        W.wgmma_source(cluster=3)
+
+
+def test_bias_gelu_entry_and_f16_maps(fake):
+    client, server = fake
+    a = _tensor(client, (128, 64), dt.float16, ptr=1 << 20)
+    b = _tensor(client, (64, 256), dt.float16, ptr=2 << 20)
+    out = _tensor(client, (128, 256), dt.float16, ptr=3 << 20)
+    bias = _tensor(client, (256,), dt.float16, ptr=4 << 20)
+    W.matmul_wgmma(client, a, b, out, bias)
+    assert server.functions[0][0] == "em_wgmma_f16_f16_bias_gelu"
+    assert server.launches[0][3][3].value == 4 << 20
+    assert {e["dtype"] for e in server.cu.encodes} == {"f16"}
+
+
+def test_tile_choice_counts_whole_waves():
+    # 3072²: 288 wide tiles = 3 waves of 132 (2.2 used) vs 576 narrow = 5 waves: narrow
+    assert W._choose(3072, 3072, 1, 132) == (W.BN_NARROW, True)
+    # 4096²: 512 wide tiles = 4 waves vs 1024 narrow = 8: wide, persistent (few waves)
+    assert W._choose(4096, 4096, 1, 132) == (W.BN, True)
+    # 8192²: 2048 wide tiles = 16 waves: one block per tile
+    assert W._choose(8192, 8192, 1, 132) == (W.BN, False)
+    assert W._choose(8192, 8192, 1, 132)[0] == W._choose(1024, 8192, 8, 132)[0]
+    for bn, (src, smem) in W._CONFIGS.items():
+        assert f"#define EM_BN {bn}\n" in src and smem <= 227 * 1024
+
+
+def test_batch_step_flattens_uniform_batches_only():
+    assert W._batch_step((), ()) == 0
+    assert W._batch_step((4,), (0,)) == 0
+    assert W._batch_step((2, 3), (3 * 100, 100)) == 100
+    assert W._batch_step((2, 1, 3), (300, 7, 100)) == 100  # size-1 dims step anywhere
+    assert W._batch_step((2, 3), (100, 0)) is None
+    assert W._batch_step((2, 3), (0, 0)) == 0
+
+
+def test_candidate_launch_one_launch_for_a_shared_operand(fake):
+    client, server = fake
+    backend = SimpleNamespace(client=client)
+    m, k, n = 128, 64, 256
+    a = _tensor(client, (3, m, k), ptr=1 << 20)
+    b = _tensor(client, (3, k, n), ptr=2 << 20, strides=(0, n, 1))
+    out = _tensor(client, (3, m, n), ptr=3 << 20)
+    assert W.candidate_valid(a, b)
+    W.candidate_launch(backend, a, b, out)
+    (_, grid, _, args, _), = server.launches
+    assert grid == (3 * 2, 1, 1) and [x.value for x in args[7:]] == [3, 1, 0]  # 3 x (1 x 2) tiles of 128
+    ea, eb = server.cu.encodes
+    assert ea["dims"] == [k, m, 3] and ea["strides"] == [2 * k, 2 * m * k]
+    assert eb["dims"] == [n, k, 1]
+
+
+def test_candidate_launch_per_entry_when_batches_do_not_flatten(fake):
+    client, server = fake
+    backend = SimpleNamespace(client=client)
+    m, k, n = 128, 64, 256
+    a = _tensor(client, (2, 3, m, k), ptr=1 << 20, strides=(m * k, 0, k, 1))
+    b = _tensor(client, (2, 3, k, n), ptr=2 << 20)
+    out = _tensor(client, (2, 3, m, n), dt.float32, ptr=3 << 20)
+    W.candidate_launch(backend, a, b, out)
+    assert len(server.launches) == 6
+    outs = [lz[3][2].value for lz in server.launches]
+    assert outs == [(3 << 20) + 4 * m * n * i for i in range(6)]
+    a_addrs = sorted({e["addr"] for e in server.cu.encodes if e["box"][1] == W.BM})
+    assert a_addrs == [1 << 20, (1 << 20) + 2 * m * k]  # a is broadcast over the inner batch dim
+
+
+def test_operand_checks(fake):
+    client, server = fake
+    a = _tensor(client, (128, 64))
+    b = _tensor(client, (64, 256))
+    assert W.candidate_valid(a, b)
+    assert not W.candidate_valid(_tensor(client, (128, 60)), _tensor(client, (60, 256)))  # 120-byte rows
+    assert not W.candidate_valid(a, _tensor(client, (64, 250)))
+    assert not W.candidate_valid(_tensor(client, (128, 64), dt.float32), _tensor(client, (64, 256), dt.float32))
+    assert not W.candidate_valid(_tensor(client, (128, 64), offset=3), b)  # 6-byte misaligned base
+    assert not W.candidate_valid(a, _tensor(client, (64, 256), strides=(1, 64)))  # column-major
+    server.arch = "sm_80"
+    assert not W.candidate_valid(a, b)
+    out = _tensor(client, (128, 256))
+    assert not W.supports(a, b, out, 80) and W.supports(a, b, out, 90)
+
+
+def test_matmul_tunable_is_tried_first_and_cuda_only():
+    from ember.backends.cube.matmul import MATMUL_TUNABLES
+
+    t = next(t for t in MATMUL_TUNABLES.candidates if t.name == "wgmma")
+    assert t.group == 0 and t.priority == 2
+    cpu = SimpleNamespace(client=SimpleNamespace(runtime="cpu"))
+    a = _tensor(SimpleNamespace(runtime="cpu"), (128, 64))
+    assert not t.valid(cpu, a, a, a)
