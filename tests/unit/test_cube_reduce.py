@@ -237,3 +237,17 @@ def test_gpu_memory_order_gives_the_same_results(monkeypatch: pytest.MonkeyPatch
             np.testing.assert_allclose(
                 getattr(T(a), op)(dim=dims).numpy(), f(a.astype(np.float64), axis=dims), rtol=2e-5, atol=1e-4
             )
+
+
+@pytest.mark.parametrize("repeat", [1, 300])  # short rows (one unit each), long rows (cubes)
+def test_online_softmax_special_values_match_flex(repeat):
+    """The one-pass max+sum: rows that start at -inf, grow the max late, hold +inf twice, NaN, or
+    huge magnitudes give what Flex's max-shifted exp gives (NaN exactly where Flex has NaN)."""
+    inf, nan = np.inf, np.nan
+    rows = [[1, 2, 3, 4], [-inf, -inf, -inf, -inf], [inf, 1, 2, 3], [inf, inf, 0, 0], [-inf, 0, 1, -inf],
+            [nan, 0, 1, 2], [1e30, -1e30, 0, 5], [-inf, -inf, 3, -inf], [-5, -4, -3, 80]]
+    a = np.repeat(np.array(rows, np.float32), repeat, axis=1)
+    ref = ember.tensor(a, device=Device.flex()).softmax(1).numpy()
+    got = T(a).softmax(1).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-7)

@@ -64,11 +64,17 @@ _SERIAL_MIN_ROWS = 1024
 _SERIAL_MAX_LEN = 1 << 14
 
 
-def _line_width(n: int, itemsize: int, offset: int) -> int:
+def _line_width(n: int, itemsize: int, offset: int, limit: int = 64) -> int:
+    """The widest line (at most ``limit`` bytes: the runtime's ``max_line_bytes``) dividing
+    ``n`` and the offset."""
     for w in (16, 8, 4, 2):
-        if w * itemsize <= 64 and n % w == 0 and offset % w == 0:
+        if w * itemsize <= limit and n % w == 0 and offset % w == 0:
             return w
     return 1
+
+
+def _line_limit(client: Any) -> int:
+    return getattr(client, "max_line_bytes", 64)
 
 
 def _identity(op: str, d: dt.DType) -> Any:
@@ -222,7 +228,7 @@ class ReduceOps:
         the sum by ``div`` (default k: partial passes keep the first pass's count)."""
         first_pass = not div
         div = div or k
-        row_lines = k // _line_width(k, x.dtype.itemsize, x.offset)
+        row_lines = k // _line_width(k, x.dtype.itemsize, x.offset, _line_limit(self.client))
         # rows long enough for cubes to help and short enough for one unit to stay accurate:
         # either strategy applies, and a large first pass is tuned (folds never are)
         if first_pass and _UNIT_ROW_LINES < row_lines <= _SERIAL_MAX_LEN and rows * k >= _TUNE_MIN:
@@ -234,7 +240,7 @@ class ReduceOps:
         self, unit: bool, x: CubeTensor, rows: int, k: int, op: str, acc: dt.DType, div: int
     ) -> CubeTensor:
         """``_rows`` with the strategy given: one unit per row (``unit``) or cubes per row."""
-        w = _line_width(k, x.dtype.itemsize, x.offset)
+        w = _line_width(k, x.dtype.itemsize, x.offset, _line_limit(self.client))
         row_lines = k // w
         first_op = "sum" if op == "mean" else op
         if unit:
@@ -266,7 +272,7 @@ class ReduceOps:
         """(outer, inner) = op over axis 1 of x viewed as (outer, k, inner) (``div``: as in
         ``_rows``)."""
         div = div or k
-        w = _line_width(inner, max(x.dtype.itemsize, acc.itemsize), x.offset)
+        w = _line_width(inner, max(x.dtype.itemsize, acc.itemsize), x.offset, _line_limit(self.client))
         inner_lines = inner // w
         dim = _SMALL if inner_lines < 128 else _BIG
         col_blocks = _cdiv(inner_lines, dim.units)
@@ -332,7 +338,7 @@ _TUNE_MIN = 1 << 16
 
 
 def _rows_key(level: Any, bk: Any, x: CubeTensor, rows: int, k: int, op: str, acc: dt.DType) -> tuple:
-    w = _line_width(k, x.dtype.itemsize, x.offset)
+    w = _line_width(k, x.dtype.itemsize, x.offset, _line_limit(bk.client))
     return (op, x.dtype.name, acc.name, level.anchor(rows), level.anchor(k // w), w)
 
 

@@ -41,6 +41,9 @@ from .... import cube
 from .... import dtype as dt
 from ....cube import (
     ABSOLUTE_POS,
+    CUBE_DIM,
+    CUBE_POS,
+    UNIT_POS,
     Array,
     Comptime,
     Line,
@@ -68,6 +71,12 @@ _DIM = CubeDim(256)
 _SMALL = 4096
 #: small strided launches are padded to this rank (one kernel variant for ranks 1..3)
 _SMALL_RANK = 3
+#: lines per unit of the lines form where a cube's units run in parallel (GPUs), from
+#: ``_MANY_LINES`` lines on: two independent loads in flight per thread before the first
+#: result is stored (H200, 8-op chain on 256M f32: 1.06x the copy floor with one line per
+#: thread, 1.01x with two; bench/gpu_chain_variants.py)
+_PER_UNIT = 2
+_MANY_LINES = 1 << 16
 
 
 def elem_named(name: str) -> Elem:
@@ -165,11 +174,31 @@ def _program(ins, outs, scalars, prog: Comptime[tuple], i, strided: Comptime[boo
 
 @kernel
 def fused_lines(
-    ins: Sequence[Array[Line[T]]], outs: Sequence[Array[Line[T]]], scalars: Sequence[Scalar], prog: Comptime[tuple]
+    ins: Sequence[Array[Line[T]]],
+    outs: Sequence[Array[Line[T]]],
+    scalars: Sequence[Scalar],
+    prog: Comptime[tuple],
+    per_unit: Comptime[int] = 1,
 ):
-    i = ABSOLUTE_POS
-    if i < outs[0].len():
-        _program(ins, outs, scalars, prog, i, False)
+    """Line i of every output from line i of every input; with ``per_unit`` > 1 a unit takes
+    lines base + p * CUBE_DIM for p < per_unit (the units of a cube still read consecutive
+    lines at each step: coalesced)."""
+    if per_unit == 1:
+        i = ABSOLUTE_POS
+        if i < outs[0].len():
+            _program(ins, outs, scalars, prog, i, False)
+    else:
+        base = CUBE_POS * CUBE_DIM * per_unit + UNIT_POS
+        if base + (per_unit - 1) * CUBE_DIM < outs[0].len():
+            # every line in range: no branch between the steps, so the compiler may issue the
+            # later loads before the earlier results are computed
+            for p in range(per_unit):
+                _program(ins, outs, scalars, prog, base + p * CUBE_DIM, False)
+        else:
+            for p in range(per_unit):
+                i = base + p * CUBE_DIM
+                if i < outs[0].len():
+                    _program(ins, outs, scalars, prog, i, False)
 
 
 @kernel
@@ -343,14 +372,17 @@ def run_fused(
     if w == 1:
         fused_lines.launch(client, _count(n), _DIM, tuple(views), tuple(fouts), scalars, prog)
     else:
+        nl = n // w
+        per = _PER_UNIT if nl >= _MANY_LINES and client.name != "cpu" else 1
         fused_lines.launch(
             client,
-            _count(n // w),
+            _count(-(-nl // per)),
             _DIM,
             tuple(lines(v, w) for v in views),
             tuple(lines(o, w) for o in fouts),
             scalars,
             prog,
+            per,
         )
     return outs
 
