@@ -252,3 +252,37 @@ def test_a_buffer_beyond_the_largest_binding_raises_a_typed_error():
     x = ember.tensor(np.ones(n, np.float32), device=DEV)  # an upload binds nothing
     with pytest.raises(OutOfMemoryError, match="largest storage binding"):
         scale.launch(DEV, cube.CubeCount.covering(n, 256), 256, x, x, 2)
+
+
+@pytest.mark.parametrize("shape", [(5, 256), (3, 1000), (4, 4096), (2, 3, 1001)])
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_staged_in_shared_memory_matches_flex(monkeypatch, shape, fn):
+    """Rows that fit a cube's shared memory are read once (softmax_staged): same values as Flex,
+    NaN exactly where Flex has NaN (infinities, a NaN entry, an all -inf row), every element
+    written (the output buffer is poisoned first)."""
+    from ember.backends.cube import reduce_kernels as rk
+    from ember.backends.cube.backend import CubeBackend
+
+    launches = []
+    staged = rk.softmax_staged.launch
+    monkeypatch.setattr(rk.softmax_staged, "launch", lambda *a, **k: (launches.append(1), staged(*a, **k)))
+    empty = CubeBackend._empty
+
+    def poisoned(self, shape_, dtype):  # type: ignore[no-untyped-def]
+        out = empty(self, shape_, dtype)
+        if dtype.is_floating_point and out.numel:
+            self.client.write(out.buffer, np.full(out.numel, np.nan, dtype.np))
+        return out
+
+    monkeypatch.setattr(CubeBackend, "_empty", poisoned)
+    x = (np.random.default_rng().standard_normal(shape) * 4).astype(np.float32)
+    flat = x.reshape(-1, shape[-1])
+    if flat.shape[0] >= 3:
+        flat[0, :3] = [-np.inf, np.inf, np.nan]
+        flat[1, :] = -np.inf
+        flat[2, 7] = np.inf
+    ref = getattr(ember.tensor(x, device=Device.flex()), fn)(-1).numpy()
+    got = getattr(dev(x), fn)(-1).numpy()
+    assert launches, "the staged kernel did not run"
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)

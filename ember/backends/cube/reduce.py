@@ -58,6 +58,9 @@ _TARGET_CUBES = 16
 #: rows this short (in lines, for reductions; in elements, for softmax/arg) get one unit each:
 #: cooperating units would mostly idle, and each cube costs a fold through shared memory
 _UNIT_ROW_LINES = 8
+#: most shared memory a staged softmax row may take (32 KiB rows keep 7 cubes resident on an
+#: H200 SM of 228 KiB, and stay within CUDA's 48 KiB of static shared memory)
+_STAGED_MAX_BYTES = 32 * 1024
 _UNIT_ROW_LEN = 64
 #: on a serial-units target (CPU): one unit per row from this many rows on, up to this length
 _SERIAL_MIN_ROWS = 1024
@@ -158,6 +161,23 @@ class ReduceOps:
             self._launch_softmax(x, out, rows, k, inner, "logsumexp")
         out = self.cast(out, d) if f is not d else out
         return out.with_layout(out_shape, contiguous_strides(out_shape), out.offset)
+
+    def _softmax_stage(self, x: CubeTensor, out: CubeTensor, k: int) -> tuple[int, int] | None:
+        """(line width, shared lines) for ``softmax_staged``, or None: the row must fit the
+        target's shared memory (capacity rounded up to a power of two, so few variants) and a
+        cube's units must run in parallel (on the CPU the three passes stream the row from
+        cache anyway). H200, rows of 8192 f32: the staged structure reaches 96% of copy
+        bandwidth, three passes over global memory 64-68% (bench/gpu_softmax_variants.py)."""
+        if self._units_serial:
+            return None
+        w = _line_width(k, max(x.dtype.itemsize, out.dtype.itemsize), x.offset, _line_limit(self.client))
+        cap = 1 << max(0, (k // w - 1).bit_length())
+        caps = getattr(getattr(self.client.server, "compiler", None), "capabilities", None)
+        row = cap * w * out.dtype.itemsize
+        # + 64: the folds' own shared memory (a word per plane and one for the broadcast)
+        if row > _STAGED_MAX_BYTES or row + 64 > getattr(caps, "max_shared_bytes", 16384):
+            return None
+        return w, cap
 
     # ----------------------------------------------------------------- helpers
     @property
@@ -324,6 +344,13 @@ class ReduceOps:
     ) -> None:
         unit_rows = k <= _UNIT_ROW_LEN or self._unit_rows_serial(rows, k)
         cd = _BIG if unit_rows or k > _SMALL.units * 16 else _SMALL
+        staged = None if unit_rows or inner != 1 or mode == "logsumexp" else self._softmax_stage(x, out, k)
+        if staged is not None:
+            w, cap = staged
+            rk.softmax_staged.launch(
+                self.client, CubeCount.covering(rows, 1), cd, lines(x, w), lines(out, w), k // w, cap, mode
+            )
+            return
         rk.softmax_rows.launch(
             self.client, CubeCount.covering(rows, cd if unit_rows else 1), cd, x, out, rows, k,
             inner, _cdiv(k, cd.units), mode, unit_rows, not self._units_serial,

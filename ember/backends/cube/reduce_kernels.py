@@ -391,6 +391,60 @@ def softmax_rows(
             k += step
 
 
+@kernel
+def softmax_staged(
+    x: Array[Line[In]], out: Array[Line[F]], row_lines: u32, cap: Comptime[int], mode: Comptime[str]
+):
+    """``softmax`` / ``log_softmax`` of contiguous rows of at most ``cap`` lines on targets whose
+    units run in parallel: one cube per row; the row is read from global memory once, into
+    shared memory (each unit stages and later re-reads only its own lines u, u + CUBE_DIM, ...,
+    so the folds' barriers are the only ones), and the max, the sum and the output come from
+    there. Same results as ``softmax_rows`` up to the order of float additions."""
+    c = CUBE_POS
+    u = UNIT_POS
+    base = c * row_lines
+    w = x.line_size()
+    row = SharedMemory(F, cap, w)
+    m = line(F(-float("inf")), w)
+    j = u
+    while j < row_lines:
+        v = cast(x[base + j], F)
+        row[j] = v
+        m = cmax(m, v)
+        j += CUBE_DIM
+    sm = SharedMemory(F, 1)
+    mx = fold_cube_f(line_max(m), "max")
+    if u == 0:
+        sm[0] = mx
+    sync_cube()
+    mx = sm[0]
+    if mode != "softmax":
+        if mx == F(float("inf")) or mx == F(-float("inf")):
+            mx = F(0)  # as softmax_rows: Flex shifts by 0 where the max is infinite
+    s = line(F(0), w)
+    j = u
+    while j < row_lines:
+        s += exp(row[j] - mx)
+        j += CUBE_DIM
+    tot = fold_cube_f(line_sum(s), "sum")
+    sync_cube()  # every unit has read sm[0] (the max) before it is overwritten
+    if u == 0:
+        sm[0] = tot
+    sync_cube()
+    tot = sm[0]
+    j = u
+    if mode == "softmax":
+        inv = F(1) / tot
+        while j < row_lines:
+            out[base + j] = exp(row[j] - mx) * inv
+            j += CUBE_DIM
+    else:
+        lt = cast(cast(log(tot) + mx, In), F)  # Flex subtracts the logsumexp rounded to In
+        while j < row_lines:
+            out[base + j] = row[j] - lt
+            j += CUBE_DIM
+
+
 @function
 def fold_cube_f(v, op: Comptime[str]):
     """``fold_cube`` for the float type F of softmax_rows (shared memory typed by F)."""
