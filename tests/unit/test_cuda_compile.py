@@ -202,3 +202,76 @@ def test_the_kernel_id_index_gives_back_what_a_launch_needs(tmp_path, monkeypatc
     assert cubin2 == cubin and src2.entry == src.entry and src2.buffers == src.buffers
     assert [(s.kind, s.param, s.dim, s.elem) for s in src2.info] == [(s.kind, s.param, s.dim, s.elem) for s in src.info]
     assert src2.source == src.source
+
+
+class _FakeDriver:
+    """The driver calls CudaServer makes after a compile, answering success (no GPU here)."""
+
+    def cuModuleLoadData(self, cubin):  # noqa: N802 - the driver's name
+        assert cubin[:4] == b"\x7fELF", "not a cubin"
+        return (0, object())
+
+    def cuModuleGetFunction(self, module, name):  # noqa: N802
+        return (0, object())
+
+    def cuLaunchKernel(self, *args):  # noqa: N802
+        _FakeDriver.launches += 1
+        return (0,)
+
+    launches = 0
+
+
+def _fake_server():
+    """A CudaServer without a device: real compiler, NVRTC and store, fake driver calls."""
+    import threading
+
+    from ember.cube.runtime.cuda import CudaServer
+    from ember.cube.runtime.cuda_nvrtc import nvrtc
+
+    s = object.__new__(CudaServer)
+    s.cu, s.arch, s.compiler, s.nvrtc = _FakeDriver(), "sm_90", CudaCompiler("sm_90"), nvrtc()
+    s.ctx = object()
+    s.pipelines, s._lock, s.stage = {}, threading.RLock(), "DSD-cuda-test"
+    s.compiles = s.store_loads = s.launches = 0
+    s._cubin_index, s._raw, s._raw_modules = None, {}, {}
+    s._preparer, s._prepared, s._pool, s._fast, s.stream = None, {}, None, None, object()
+    from ember.cube.runtime.service import InlineChannel
+
+    s.downstream = InlineChannel(s.stage)
+    return s
+
+
+def test_preparing_compiles_on_the_pool_once_and_launches_nothing(monkeypatch):
+    """The tuner's preparing on the CUDA runtime: kernels asked for while preparing are handed
+    out pending (launches run nothing) and compiled on the pool, all at once; the real launch
+    afterwards loads that compile (each kernel rendered once, NVRTC run once) and launches."""
+    nvrtc_or_skip()
+    from ember.backends.cube.backend import CubeBackend
+    from ember.compile_check import CompileOnlyClient
+    from ember.cube.runtime import cuda
+
+    monkeypatch.setattr(cuda, "_current", type("T", (), {"ctx": None})())
+    client = CompileOnlyClient("cuda", CUDA, "sm_90")
+    server = client.server = _fake_server()
+    monkeypatch.setattr(server, "current", lambda: None)
+    renders = []
+    render = server.compiler.compile
+    monkeypatch.setattr(server.compiler, "compile", lambda ir: (renders.append(ir), render(ir))[1])
+    bk = CubeBackend(client)
+    x = bk.from_data(np.arange(4096, dtype=np.float32), dt.float32)
+    y = bk.from_data(np.ones(4096, np.float32), dt.float32)
+    before = _FakeDriver.launches
+    with server.preparing():
+        assert server.preparing_here()
+        bk.add(x, y)
+        bk.mul(x, y)
+    assert _FakeDriver.launches == before, "a prepared launch ran"
+    assert len(server._prepared) == 2 and not server.pipelines
+    server.wait_prepared()
+    assert server.compiles == 2
+    bk.add(x, y)
+    bk.mul(x, y)
+    assert _FakeDriver.launches == before + 2
+    assert server.compiles == 2 and len(renders) == 2, "a kernel was rendered or compiled twice"
+    assert len(server.pipelines) == 2 and not server._prepared
+    assert not any(k.pending for k in server.pipelines.values())

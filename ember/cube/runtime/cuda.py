@@ -19,7 +19,8 @@ import ctypes
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,6 +166,8 @@ class CudaKernel:
     compile_seconds: float = 0.0
     #: the CUfunction's driver pointer, for the ctypes launch (0: launch through cuda-bindings)
     handle: int = 0
+    #: handed out while preparing, compiled on the pool: no function yet, launches run nothing
+    pending: bool = False
 
 
 class CudaServer:
@@ -203,6 +206,11 @@ class CudaServer:
         self._cubin_index: CubinIndex | None = None
         self._raw: dict[tuple[int, str, str | None], Any] = {}
         self._raw_modules: dict[int, Any] = {}
+        #: ident of the thread inside ``preparing()``, else None
+        self._preparer: int | None = None
+        #: compiles started while preparing, by KernelId: (source, future of the compile)
+        self._prepared: dict[KernelId, tuple[CompiledSource, Any]] = {}
+        self._pool: Any = None
 
     def current(self) -> None:
         """Make the device's context current on this thread (a driver call only when the
@@ -212,11 +220,72 @@ class CudaServer:
         _ok(self.cu.cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent")
         _current.ctx = self.ctx
 
+    # ---------------------------------------------------------------- preparing
+    @contextmanager
+    def preparing(self) -> Iterator[None]:
+        """While the block runs, a kernel this thread asks for that is neither loaded nor stored
+        is rendered here and compiled by NVRTC on a thread pool (NVRTC releases the GIL), and
+        its launches run nothing; ``wait_prepared()`` then waits for the compiles. The tuner
+        runs its candidates once like this before timing any, so their compiles overlap (as
+        ``CpuServer.preparing``). Launch plans of pending kernels are not kept (launch.py)."""
+        me = threading.get_ident()
+        if self._preparer == me:
+            yield
+            return
+        with self._lock:
+            if self._preparer is not None:
+                raise RuntimeError("another thread is preparing kernels on this device")
+            self._preparer = me
+        try:
+            yield
+        finally:
+            self._preparer = None
+
+    def preparing_here(self) -> bool:
+        return self._preparer is not None and self._preparer == threading.get_ident()
+
+    def wait_prepared(self) -> None:
+        """Wait for the compiles started while preparing (a failed one is compiled again, and
+        its error raised, by the launch that needs the kernel, on that launch's thread)."""
+        from concurrent.futures import wait
+
+        with self._lock:
+            futures = [f for _, f in self._prepared.values()]
+        wait(futures)
+
+    def _prepare(self, kid: KernelId, make_ir: Callable[[], Any]) -> CudaKernel:
+        with self._lock:
+            job = self._prepared.get(kid)
+        if job is None:
+            if self._index().lookup(kid) is not None:  # stored: loading it is quick
+                with self._lock:
+                    p = self.pipelines.get(kid)
+                    if p is None:
+                        p = self.pipelines[kid] = self._build(kid, make_ir)
+                return p
+            entry = kid.entry()
+            with tracing.span("compile", kernel=entry, language=self.compiler.language, stage=self.stage,
+                              deferred=True):
+                src = self.compiler.compile(make_ir())
+            pool = self._pool
+            if pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
+                workers = min(8, os.cpu_count() or 1)
+                pool = self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"{self.stage}-nvrtc")
+            job = (src, pool.submit(self._cubin, src, kid))
+            with self._lock:
+                job = self._prepared.setdefault(kid, job)
+        src = job[0]
+        return CudaKernel(kid, src.entry, None, src, None, tuple(kid.cube_dim), bool(src.info), "pending", pending=True)
+
     # ---------------------------------------------------------------- pipelines
     def pipeline(self, kid: KernelId, make_ir: Callable[[], Any]) -> CudaKernel:
         p = self.pipelines.get(kid)
         if p is not None:
             return p
+        if self._preparer is not None and self._preparer == threading.get_ident():
+            return self._prepare(kid, make_ir)
         with self._lock:
             p = self.pipelines.get(kid)
             if p is None:
@@ -234,8 +303,18 @@ class CudaServer:
                 cached, origin = True, f"store index {index.ns}"
                 self.store_loads += 1
             else:
-                src = self.compiler.compile(make_ir())
-                cubin, cached, origin = self._cubin(src, kid)
+                done = None
+                job = self._prepared.pop(kid, None)  # compiled on the pool while preparing
+                if job is not None:
+                    try:
+                        done = (job[0], *job[1].result())
+                    except Exception:  # noqa: BLE001 - compiled again below: the error is raised here
+                        done = None
+                if done is not None:
+                    src, cubin, cached, origin = done
+                else:
+                    src = self.compiler.compile(make_ir())
+                    cubin, cached, origin = self._cubin(src, kid)
                 index.record(kid, src, self.nvrtc.artifact_key(src.source, self.arch))
             sp.record(cached=cached)
             self.current()
@@ -332,7 +411,7 @@ class CudaServer:
     # ---------------------------------------------------------------- execution
     def launch(self, k: CudaKernel, tensors: list[Any], info: Any, count: Any) -> None:
         cx, cy, cz = count.x, count.y, count.z
-        if not (cx and cy and cz):
+        if not (cx and cy and cz) or k.pending:
             return
         if getattr(_current, "ctx", None) is not self.ctx:
             self.current()
@@ -485,6 +564,13 @@ class CudaClient:
 
     def pipeline(self, kid: Any, make_ir: Callable[[], Any]) -> Any:
         return self.server.pipeline(kid, make_ir)
+
+    def preparing(self) -> Any:
+        """See ``CudaServer.preparing`` (the tuner starts its candidates' compiles together)."""
+        return self.server.preparing()
+
+    def wait_prepared(self) -> None:
+        self.server.wait_prepared()
 
     def sync(self) -> None:
         self.server.sync()
