@@ -415,3 +415,23 @@ def test_the_seed_matmul_on_the_cpu_device():
     a = ember.tensor([[1.0, 2.0], [3.0, 4.0]], device=DEV)
     b = ember.tensor([[5.0, 6.0], [7.0, 8.0]], device=DEV)
     assert a.matmul(b).numpy().ravel().tolist() == [19.0, 22.0, 43.0, 50.0]
+
+
+@cube.kernel
+def count_visits(out: cube.Array[cube.i32]):
+    i = cube.ABSOLUTE_POS
+    if i < out.len():
+        cube.atomic_add(out, i, 1)
+
+
+@pytest.mark.parametrize("units", [1, 7, 64, 65, 6 * 64 + 1, 2 * 7 * 64 + 64, 50 * 64 - 3])
+def test_covering_spills_into_y_with_few_surplus_cubes_and_reaches_every_unit(units):
+    """Past max_x cubes the grid's rows are evened out (at most y - 1 surplus cubes, never a
+    near-empty last row of max_x), x stays within max_x, and a kernel indexing by ABSOLUTE_POS
+    visits every element exactly once."""
+    count = cube.CubeCount.covering(units, 64, max_x=7)
+    need = -(-units // 64)
+    assert count.x <= 7 and count.cubes >= need and count.cubes - need < count.y
+    out = dev_tensor(np.zeros(units, np.int32))
+    count_visits.launch(DEV, count, 64, out)
+    np.testing.assert_array_equal(out.numpy(), np.ones(units, np.int32))

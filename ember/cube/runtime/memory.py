@@ -25,11 +25,18 @@ class Buffer:
     __slots__ = ("ptr", "nbytes", "capacity", "raw", "offset", "pool", "__weakref__")
 
     def __init__(
-        self, raw: np.ndarray, offset: int, nbytes: int, capacity: int, pool: MemoryPool | None
+        self,
+        raw: np.ndarray,
+        offset: int,
+        nbytes: int,
+        capacity: int,
+        pool: MemoryPool | None,
+        ptr: int | None = None,
     ) -> None:
         self.raw = raw
         self.offset = offset  # bytes from raw's start to the aligned start
-        self.ptr = raw.ctypes.data + offset
+        # ``ptr``: the aligned start when the caller knows it (numpy's ``.ctypes`` costs ~1 µs)
+        self.ptr = raw.ctypes.data + offset if ptr is None else ptr
         self.nbytes = nbytes
         self.capacity = capacity
         self.pool = pool
@@ -71,9 +78,21 @@ class MemoryPool(BlockPool):
 
     def __init__(self, max_cached_bytes: int | None = None) -> None:
         super().__init__(_default_cache_limit() if max_cached_bytes is None else max_cached_bytes)
+        #: id of every block this pool holds (live or cached) -> its address; an entry goes
+        #: when its block leaves the pool, so a reused id never finds a stale address
+        self._addrs: dict[int, int] = {}
 
     def _new_block(self, cap: int) -> np.ndarray:
-        return np.empty(cap + ALIGN, np.uint8)
+        raw = np.empty(cap + ALIGN, np.uint8)
+        self._addrs[id(raw)] = raw.ctypes.data
+        return raw
+
+    def _free_block(self, raw: np.ndarray) -> None:
+        self._addrs.pop(id(raw), None)
 
     def _wrap(self, raw: np.ndarray, nbytes: int, cap: int) -> Buffer:
-        return Buffer(raw, (-raw.ctypes.data) % ALIGN, nbytes, cap, self)
+        addr = self._addrs.get(id(raw))
+        if addr is None:
+            addr = raw.ctypes.data
+        off = (-addr) % ALIGN
+        return Buffer(raw, off, nbytes, cap, self, addr + off)
