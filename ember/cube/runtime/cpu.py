@@ -24,13 +24,13 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import tracing
 from ...errors import CompilationError
+from .preparing import Preparing
 from .service import Channel, InlineChannel, ServiceThread
 
 # A warm start loads stored kernels and needs none of these at import: the C compiler (and the
@@ -339,7 +339,7 @@ def _private_dir() -> Path:
     return _tmp_dir
 
 
-class CpuServer:
+class CpuServer(Preparing):
     """Compiles and runs kernels for one CPU device; owns the in-process pipeline table.
 
     Compiles run outside the table lock, so threads compile different kernels at once; a
@@ -409,33 +409,6 @@ class CpuServer:
         return self.downstream.call(self._build, kid, make_ir)
 
     # ---------------------------------------------------------------- preparing
-    @contextmanager
-    def preparing(self) -> Iterator[None]:
-        """While the block runs, launches *from this thread* run nothing, and a kernel not yet
-        compiled is rendered here and compiled on the pool (launches of other threads are
-        unaffected). The tuner runs its candidates once like this, then ``wait_prepared()``, so
-        their compiles share the cores instead of running one after another.
-
-        Launch plans are not kept for pending kernels (``CompiledKernel.pending``); the values a
-        prepared candidate computes are garbage, so a candidate whose launches depend on values
-        computed by its earlier kernels must not be prepared."""
-        me = threading.get_ident()
-        if self._preparer == me:
-            yield
-            return
-        with self._lock:
-            if self._preparer is not None:
-                raise RuntimeError("another thread is preparing kernels on this device")
-            self._preparer = me
-        try:
-            yield
-        finally:
-            self._preparer = None
-
-    def preparing_here(self) -> bool:
-        """Whether the calling thread is inside ``preparing()`` (its launches run nothing)."""
-        return self._preparer is not None and self._preparer == threading.get_ident()
-
     def wait_prepared(self) -> None:
         """Wait until every compile in flight has finished (its errors stay for the launch
         that needs the kernel: it raises them on its own thread)."""

@@ -19,8 +19,7 @@ import ctypes
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +34,7 @@ from .cuda_fastcall import fast_driver, handle
 from .cuda_index import CubinIndex
 from .cuda_memory import CudaBuffer, CudaMemoryPool, DeviceOutOfMemory
 from .cuda_nvrtc import nvrtc
+from .preparing import Preparing
 from .service import InlineChannel
 
 __all__ = ["CudaClient", "CudaServer", "CudaError", "create_client", "devices"]
@@ -170,7 +170,7 @@ class CudaKernel:
     pending: bool = False
 
 
-class CudaServer:
+class CudaServer(Preparing):
     """Compiles, caches and launches kernels of one device, on its stream."""
 
     def __init__(self, index: int) -> None:
@@ -221,29 +221,6 @@ class CudaServer:
         _current.ctx = self.ctx
 
     # ---------------------------------------------------------------- preparing
-    @contextmanager
-    def preparing(self) -> Iterator[None]:
-        """While the block runs, a kernel this thread asks for that is neither loaded nor stored
-        is rendered here and compiled by NVRTC on a thread pool (NVRTC releases the GIL), and
-        its launches run nothing; ``wait_prepared()`` then waits for the compiles. The tuner
-        runs its candidates once like this before timing any, so their compiles overlap (as
-        ``CpuServer.preparing``). Launch plans of pending kernels are not kept (launch.py)."""
-        me = threading.get_ident()
-        if self._preparer == me:
-            yield
-            return
-        with self._lock:
-            if self._preparer is not None:
-                raise RuntimeError("another thread is preparing kernels on this device")
-            self._preparer = me
-        try:
-            yield
-        finally:
-            self._preparer = None
-
-    def preparing_here(self) -> bool:
-        return self._preparer is not None and self._preparer == threading.get_ident()
-
     def wait_prepared(self) -> None:
         """Wait for the compiles started while preparing (a failed one is compiled again, and
         its error raised, by the launch that needs the kernel, on that launch's thread)."""

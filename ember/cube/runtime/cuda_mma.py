@@ -18,47 +18,52 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-__all__ = ["MMA_SOURCE", "supports", "matmul_mma", "entry_name"]
+__all__ = ["MMA_SOURCE", "HALF_HELPERS", "supports", "matmul_mma", "entry_name"]
+
+#: what every hand-written CUDA source here starts with: the integer types NVRTC lacks without
+#: headers, the shared-window address of a pointer, and f16/bf16 <-> f32 conversions
+HALF_HELPERS = r"""
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+typedef unsigned long long uint64_t;
+
+__device__ __forceinline__ uint32_t em_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ float em_bf16_f32(uint16_t h) { return __uint_as_float(((uint32_t)h) << 16); }
+__device__ __forceinline__ float em_f16_f32(uint16_t h) {
+    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ uint16_t em_f32_bf16(float f) {
+    uint16_t h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ uint16_t em_f32_f16(float f) {
+    uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+"""
 
 BM, BN, BK = 128, 128, 32
 STAGES = 4
 #: dynamic shared memory of a block: STAGES tiles of A (128 x 40 halves) and of B (32 x 136)
 SMEM_BYTES = STAGES * (128 * 40 + 32 * 136) * 2
 
-MMA_SOURCE = r"""
-typedef unsigned short uint16_t;
-typedef unsigned int uint32_t;
+MMA_SOURCE = HALF_HELPERS + r"""
 #define LDA 40   /* BK + 8 halves: rows 80 bytes apart, 16-byte aligned, no ldmatrix conflicts */
 #define LDB 136  /* BN + 8 halves */
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
 __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(src));
-}
-__device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float(((uint32_t)h) << 16); }
-__device__ __forceinline__ uint16_t f32_to_bf16(float f) {
-    uint16_t h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
-}
-__device__ __forceinline__ uint16_t f32_to_f16(float f) {
-    uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
-}
-__device__ __forceinline__ float f16_to_f32(uint16_t h) {
-    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(em_smem(dst)), "l"(src));
 }
 
 #define STAGES 4
 #define A_TILE (128 * LDA)
 #define B_TILE (32 * LDB)
-extern __shared__ __align__(128) uint16_t em_smem[];
+extern __shared__ __align__(128) uint16_t em_tiles[];
 
 template <int BF16, int OUT, int EPI>
 __device__ __forceinline__ void mma_kernel(const uint16_t *__restrict__ A, const uint16_t *__restrict__ B,
                                            void *__restrict__ C, const void *__restrict__ bias,
                                            int M, int N, int K) {
-    uint16_t *As = em_smem;                      /* STAGES tiles of A, then STAGES tiles of B */
-    uint16_t *Bs = em_smem + STAGES * A_TILE;
+    uint16_t *As = em_tiles;                      /* STAGES tiles of A, then STAGES tiles of B */
+    uint16_t *Bs = em_tiles + STAGES * A_TILE;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32;   /* 2 x 4 warps, 64 x 32 each */
     const int bm = blockIdx.y * 128, bn = blockIdx.x * 128;
@@ -107,14 +112,14 @@ __device__ __forceinline__ void mma_kernel(const uint16_t *__restrict__ A, const
                 const uint16_t *p = &As[st * A_TILE + (wm + i * 16 + (lane & 15)) * LDA + kk + (lane >> 4) * 8];
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(af[i][0]), "=r"(af[i][1]), "=r"(af[i][2]), "=r"(af[i][3])
-                             : "r"(smem_addr(p)));
+                             : "r"(em_smem(p)));
             }
 #pragma unroll
             for (int j = 0; j < 4; j += 2) {
                 const uint16_t *p = &Bs[st * B_TILE + (kk + (lane & 15)) * LDB + wn + j * 8 + (lane >> 4) * 8];
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                              : "=r"(bf[j][0]), "=r"(bf[j][1]), "=r"(bf[j + 1][0]), "=r"(bf[j + 1][1])
-                             : "r"(smem_addr(p)));
+                             : "r"(em_smem(p)));
             }
 #pragma unroll
             for (int i = 0; i < 4; ++i)
@@ -149,8 +154,8 @@ __device__ __forceinline__ void mma_kernel(const uint16_t *__restrict__ A, const
                 float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
                 if (EPI) {
                     const uint16_t *bb = (const uint16_t *)bias;
-                    const float b0 = BF16 ? bf16_to_f32(bb[col]) : f16_to_f32(bb[col]);
-                    const float b1 = BF16 ? bf16_to_f32(bb[col + 1]) : f16_to_f32(bb[col + 1]);
+                    const float b0 = BF16 ? em_bf16_f32(bb[col]) : em_f16_f32(bb[col]);
+                    const float b1 = BF16 ? em_bf16_f32(bb[col + 1]) : em_f16_f32(bb[col + 1]);
                     v0 += b0; v1 += b1;
                     v0 = 0.5f * v0 * (1.f + erff(v0 * 0.70710678118654752f));
                     v1 = 0.5f * v1 * (1.f + erff(v1 * 0.70710678118654752f));
@@ -159,8 +164,8 @@ __device__ __forceinline__ void mma_kernel(const uint16_t *__restrict__ A, const
                 if (OUT == 0) {
                     *(float2 *)((float *)C + o) = make_float2(v0, v1);
                 } else {
-                    const uint32_t lo = BF16 ? f32_to_bf16(v0) : f32_to_f16(v0);
-                    const uint32_t hi = BF16 ? f32_to_bf16(v1) : f32_to_f16(v1);
+                    const uint32_t lo = BF16 ? em_f32_bf16(v0) : em_f32_f16(v0);
+                    const uint32_t hi = BF16 ? em_f32_bf16(v1) : em_f32_f16(v1);
                     *(uint32_t *)((uint16_t *)C + o) = lo | (hi << 16);
                 }
             }

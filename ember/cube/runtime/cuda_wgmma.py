@@ -54,6 +54,8 @@ import itertools
 import math
 from typing import Any
 
+from .cuda_mma import HALF_HELPERS
+
 __all__ = [
     "WGMMA_SOURCE",
     "WGMMA_SOURCE_NARROW",
@@ -122,25 +124,9 @@ def _wgmma_fn(n: int, kind: str) -> str:
     )
 
 
-_COMMON = r"""
-typedef unsigned short uint16_t;
-typedef unsigned int uint32_t;
-typedef unsigned long long uint64_t;
-
+_COMMON = HALF_HELPERS + r"""
 /* a CUtensorMap: 128 opaque bytes, 64-byte aligned (passed by value as a __grid_constant__) */
 struct __align__(64) em_tmap { uint64_t w[16]; };
-
-__device__ __forceinline__ uint32_t em_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ float em_bf16_f32(uint16_t h) { return __uint_as_float(((uint32_t)h) << 16); }
-__device__ __forceinline__ float em_f16_f32(uint16_t h) {
-    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
-}
-__device__ __forceinline__ uint16_t em_f32_bf16(float f) {
-    uint16_t h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
-}
-__device__ __forceinline__ uint16_t em_f32_f16(float f) {
-    uint16_t h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
-}
 
 __device__ __forceinline__ void em_bar_init(uint32_t bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
