@@ -275,3 +275,26 @@ def test_preparing_compiles_on_the_pool_once_and_launches_nothing(monkeypatch):
     assert server.compiles == 2 and len(renders) == 2, "a kernel was rendered or compiled twice"
     assert len(server.pipelines) == 2 and not server._prepared
     assert not any(k.pending for k in server.pipelines.values())
+
+
+def test_fast_driver_binds_the_hot_calls_or_steps_aside():
+    """cuda_fastcall: the four per-op driver entry points get C signatures (so ctypes passes
+    64-bit handles and sizes intact); a machine without libcuda gets None, and the server then
+    keeps every call on cuda-bindings."""
+    import ctypes
+    import types
+
+    from ember.cube.runtime import cuda_fastcall
+
+    names = ("cuLaunchKernel", "cuMemcpyDtoHAsync_v2", "cuMemcpyHtoDAsync_v2", "cuStreamSynchronize")
+    lib = types.SimpleNamespace(**{n: types.SimpleNamespace() for n in names})
+    fd = cuda_fastcall.FastDriver(lib)
+    assert fd.launch.argtypes[0] is ctypes.c_void_p and len(fd.launch.argtypes) == 11
+    assert fd.dtoh_async.argtypes[1] is ctypes.c_uint64 and fd.dtoh_async.argtypes[2] is ctypes.c_size_t
+    assert all(f.restype is ctypes.c_int for f in (fd.launch, fd.dtoh_async, fd.htod_async, fd.stream_sync))
+    try:
+        ctypes.CDLL("libcuda.so.1")
+        has_driver = True
+    except OSError:
+        has_driver = False
+    assert (cuda_fastcall.fast_driver() is not None) == has_driver
