@@ -340,25 +340,14 @@ class CCompiler(CStyleCompiler):
             f"void {k.entry}(void **buffers, const uint64_t *info, uint32_t cx, uint32_t cy, uint32_t cz) {{"
         )
         out("(void)info;")
-        written = {id(ins.array) for ins in ir.walk(k.body) if isinstance(ins, ir.Store)}
-        written |= {
-            id(ins.args[0]) for ins in ir.walk(k.body) if isinstance(ins, ir.Op) and ins.op in ir.ATOMIC_OPS
-        }
-        aliased = {p.buffer for p in k.arrays if p.alias_of is not None}
-        aliased |= {p.alias_of for p in k.arrays if p.alias_of is not None}
+        written, aliased = buffer_access(k)
         for p in k.arrays:
             v = p.var
             st = self.storage_type(v.type.elem)
             const = "" if id(v) in written else "const "
             restrict = "" if p.buffer in aliased else "restrict "
             out(f"{const}{st} *{restrict}{self.name(v)} = ({const}{st} *)buffers[{p.buffer}];")
-        for i, s in enumerate(slots):
-            if s.kind == "scalar":
-                v = next(p.var for p in k.scalars if p.var.param == s.param)
-                out(f"const {self.scalar_type(s.elem)} {self.name(v)} = {self._slot_read(s.elem, i)};")
-            else:
-                arr = next(p.var for p in k.arrays if p.var.param == s.param)
-                out(f"const uint32_t {em.meta_name(arr, s.kind, s.dim)} = (uint32_t)info[{i}];")
+        self._info_reads(out, k, em, slots)
         nu = k.units
         loops = any(isinstance(i, (ir.RangeLoop, ir.Loop)) for i in ir.walk(k.body))
         threshold = 2 if loops or phased else _SERIAL_UNITS
@@ -392,12 +381,33 @@ class CCompiler(CStyleCompiler):
         out.close()
         return out.text()
 
+    def _info_reads(self, out: Lines, k: ir.KernelIr, em: Any, slots: list[Any]) -> None:
+        """Locals for the info words: each scalar argument in its type, each array's length,
+        shape or stride entry as a u32 (the C and CUDA targets share this)."""
+        for i, s in enumerate(slots):
+            if s.kind == "scalar":
+                v = next(p.var for p in k.scalars if p.var.param == s.param)
+                out(f"const {self.scalar_type(s.elem)} {self.name(v)} = {self._slot_read(s.elem, i)};")
+            else:
+                arr = next(p.var for p in k.arrays if p.var.param == s.param)
+                out(f"const uint32_t {em.meta_name(arr, s.kind, s.dim)} = (uint32_t)info[{i}];")
+
     def _slot_read(self, e: Elem, i: int) -> str:
         if e.is_float:
             return f"em_slot_f64(info[{i}])" if e.bits == 64 else f"em_slot_f32(info[{i}])"
         if e.kind == BOOL:
             return f"(bool)(info[{i}] & 1u)"
         return f"({self.scalar_type(e)})info[{i}]"
+
+
+def buffer_access(k: ir.KernelIr) -> tuple[set[int], set[int]]:
+    """(ids of the arrays the kernel stores to or updates atomically, buffer indices that alias
+    another buffer): what decides ``const`` and ``restrict`` on the C and CUDA targets."""
+    written = {id(ins.array) for ins in ir.walk(k.body) if isinstance(ins, ir.Store)}
+    written |= {id(ins.args[0]) for ins in ir.walk(k.body) if isinstance(ins, ir.Op) and ins.op in ir.ATOMIC_OPS}
+    aliased = {p.buffer for p in k.arrays if p.alias_of is not None}
+    aliased |= {p.alias_of for p in k.arrays if p.alias_of is not None}
+    return written, aliased
 
 
 def _size(ctype: str) -> int:

@@ -23,7 +23,7 @@ from .. import ir
 from ..ir import LOCAL, LOCAL_ARRAY, Type, Var
 from ..types import BOOL, Elem, bf16, f16
 from .base import Capabilities, CompiledSource, CStyleCompiler, Lines
-from .c import CCompiler
+from .c import CCompiler, buffer_access
 from .cuda_prelude import PRELUDE
 from .emitter import Emitter
 
@@ -32,16 +32,6 @@ __all__ = ["CudaCompiler", "ARCHES"]
 #: architectures the compile-only path knows (sm_90a: wgmma / setmaxnreg)
 ARCHES = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 
-_INT_TYPES = {
-    "i8": "int8_t",
-    "i16": "int16_t",
-    "i32": "int32_t",
-    "i64": "int64_t",
-    "u8": "uint8_t",
-    "u16": "uint16_t",
-    "u32": "uint32_t",
-    "u64": "uint64_t",
-}
 _PLANE_FOLDS = {
     "plane_sum": "em_op_add",
     "plane_prod": "em_op_mul",
@@ -62,15 +52,8 @@ class CudaCompiler(CStyleCompiler):
 
     language = "cuda"
 
-    SCALAR_TYPES = {"f16": "float", "bf16": "float", "f32": "float", "f64": "double", "bool_": "bool", **_INT_TYPES}
-    STORAGE_TYPES = {
-        "f16": "uint16_t",
-        "bf16": "uint16_t",
-        "f32": "float",
-        "f64": "double",
-        "bool_": "uint8_t",
-        **_INT_TYPES,
-    }
+    SCALAR_TYPES = CCompiler.SCALAR_TYPES
+    STORAGE_TYPES = {**CCompiler.STORAGE_TYPES, "f16": "uint16_t"}  # f16 bits; arithmetic in float
     BINARY = CCompiler.BINARY
     UNARY = {**CCompiler.UNARY, "rsqrt": "({t})1 / sqrt({a})"}
     TERNARY = CCompiler.TERNARY
@@ -136,10 +119,7 @@ class CudaCompiler(CStyleCompiler):
         out(f"/* ember cube kernel {k.name} -> {k.entry} */")
         out.out.append(PRELUDE.strip("\n"))
         out("")
-        written = {id(i.array) for i in ir.walk(k.body) if isinstance(i, ir.Store)}
-        written |= {id(i.args[0]) for i in ir.walk(k.body) if isinstance(i, ir.Op) and i.op in ir.ATOMIC_OPS}
-        aliased = {p.buffer for p in k.arrays if p.alias_of is not None}
-        aliased |= {p.alias_of for p in k.arrays if p.alias_of is not None}
+        written, aliased = buffer_access(k)
         params = []
         for p in k.arrays:
             v = p.var
@@ -151,13 +131,7 @@ class CudaCompiler(CStyleCompiler):
         out.open(
             f'extern "C" __global__ void __launch_bounds__({k.units}) {k.entry}({", ".join(params)}) {{'
         )
-        for i, s in enumerate(slots):
-            if s.kind == "scalar":
-                v = next(p.var for p in k.scalars if p.var.param == s.param)
-                out(f"const {self.scalar_type(s.elem)} {self.name(v)} = {self._slot_read(s.elem, i)};")
-            else:
-                arr = next(p.var for p in k.arrays if p.var.param == s.param)
-                out(f"const uint32_t {em.meta_name(arr, s.kind, s.dim)} = (uint32_t)info[{i}];")
+        self._info_reads(out, k, em, slots)
         for sm in k.shared:
             st = self.storage_type(sm.type.elem)
             out(f"__shared__ __align__(16) {st} {self.name(sm)}[{sm.size * sm.type.width}];")
@@ -188,12 +162,9 @@ class CudaCompiler(CStyleCompiler):
             {"arch": self.arch, "info_words": len(slots), "units": k.units},
         )
 
-    def _slot_read(self, e: Elem, i: int) -> str:
-        if e.is_float:
-            return f"em_slot_f64(info[{i}])" if e.bits == 64 else f"em_slot_f32(info[{i}])"
-        if e.kind == BOOL:
-            return f"(bool)(info[{i}] & 1u)"
-        return f"({self.scalar_type(e)})info[{i}]"
+    # the info words are read as on the C target
+    _info_reads = CCompiler._info_reads
+    _slot_read = CCompiler._slot_read
 
 
 def _locals(k: ir.KernelIr) -> list[Var]:
