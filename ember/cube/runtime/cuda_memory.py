@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .pool import BlockPool
+from .pool import BlockPool, PooledBuffer
 
 __all__ = ["CudaBuffer", "CudaMemoryPool", "DeviceOutOfMemory"]
 
@@ -26,7 +26,7 @@ class DeviceOutOfMemory(Exception):
     """Raised by the pool's allocation function when the driver reports out of memory."""
 
 
-class CudaBuffer:
+class CudaBuffer(PooledBuffer):
     """A device allocation: ``ptr`` its address, ``nbytes`` what was asked for. ``owner`` keeps
     a foreign allocation alive (DLPack import); such a buffer has no pool."""
 
@@ -38,14 +38,6 @@ class CudaBuffer:
         self.capacity = capacity
         self.pool = pool
         self.owner = owner
-
-    def __del__(self) -> None:
-        pool = self.pool
-        if pool is not None:
-            try:
-                pool._recycle(self.ptr, self.capacity)
-            except Exception:  # interpreter shutdown
-                pass
 
     def __repr__(self) -> str:
         return f"CudaBuffer(0x{self.ptr:x}, {self.nbytes} bytes)"

@@ -14,12 +14,12 @@ import os
 
 import numpy as np
 
-from .pool import ALIGN, BlockPool, size_class
+from .pool import ALIGN, BlockPool, PooledBuffer, size_class
 
 __all__ = ["Buffer", "MemoryPool", "size_class", "ALIGN"]
 
 
-class Buffer:
+class Buffer(PooledBuffer):
     """An aligned allocation: ``ptr`` is its address, ``nbytes`` what was asked for."""
 
     __slots__ = ("ptr", "nbytes", "capacity", "raw", "offset", "pool", "__weakref__")
@@ -51,13 +51,8 @@ class Buffer:
         """A numpy view of the buffer (valid while this Buffer lives: keep a reference)."""
         return np.ndarray(shape, dtype, buffer=self.raw, offset=self.offset + byte_offset, strides=strides)
 
-    def __del__(self) -> None:
-        pool = self.pool
-        if pool is not None:
-            try:
-                pool._recycle(self.raw, self.capacity)
-            except Exception:  # interpreter shutdown
-                pass
+    def _block(self) -> np.ndarray:
+        return self.raw
 
     def __repr__(self) -> str:
         return f"Buffer(0x{self.ptr:x}, {self.nbytes} bytes)"

@@ -20,9 +20,32 @@ from typing import Any
 from ... import tracing
 from ...errors import OutOfMemoryError
 
-__all__ = ["BlockPool", "size_class", "ALIGN"]
+__all__ = ["BlockPool", "PooledBuffer", "size_class", "ALIGN"]
 
 ALIGN = 64
+
+
+class PooledBuffer:
+    """Base of the runtimes' buffer types (slots ``pool`` and ``capacity`` in the subclass): a
+    dying buffer hands its block back to its pool; ``pool`` None marks one the pool does not
+    own (a DLPack import)."""
+
+    __slots__ = ()
+    pool: Any
+    capacity: int
+    ptr: int
+
+    def _block(self) -> Any:
+        """What ``_new_block`` made for this buffer (default: the device pointer or id)."""
+        return self.ptr
+
+    def __del__(self) -> None:
+        pool = self.pool
+        if pool is not None:
+            try:
+                pool._recycle(self._block(), self.capacity)
+            except Exception:  # interpreter shutdown
+                pass
 
 
 def size_class(nbytes: int) -> int:

@@ -51,7 +51,7 @@ from ..ir import KernelIr
 from ..kernel_id import KernelId
 from ..types import elem_of_dtype
 from . import wgpu_adapters as adapters
-from .pool import BlockPool
+from .pool import BlockPool, PooledBuffer
 from .service import InlineChannel
 
 __all__ = ["create_client", "WgpuClient", "WgpuServer", "WgpuBuffer", "WgpuPool", "CANARY_SOURCE", "Canary"]
@@ -128,7 +128,7 @@ def run_canary(device: Any, features: set[str], source: str | None = None) -> Ca
 # ------------------------------------------------------------------------------ memory
 
 
-class WgpuBuffer:
+class WgpuBuffer(PooledBuffer):
     """One GPU buffer; ``ptr`` is an id for reprs (there are no host addresses)."""
 
     __slots__ = ("handle", "nbytes", "capacity", "pool", "ptr", "__weakref__")
@@ -139,14 +139,6 @@ class WgpuBuffer:
         self.capacity = capacity
         self.pool = pool
         self.ptr = ptr
-
-    def __del__(self) -> None:
-        pool = self.pool
-        if pool is not None:
-            try:
-                pool._recycle(self.ptr, self.capacity)
-            except Exception:  # interpreter shutdown
-                pass
 
     def __repr__(self) -> str:
         return f"WgpuBuffer(#{self.ptr:x}, {self.nbytes} bytes)"
