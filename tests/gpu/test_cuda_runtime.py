@@ -15,22 +15,12 @@ import pytest
 
 import ember
 from ember import Device, cube
-from ember.cube.runtime.tensor import CubeTensor, contiguous_strides
 from ember.errors import OutOfMemoryError
+
+from .tensors import get, put
 
 REPO = Path(__file__).resolve().parents[2]
 DEV = Device.cuda(fusion=False)
-
-
-def put(client, a: np.ndarray) -> CubeTensor:
-    a = np.ascontiguousarray(a)
-    d = ember.dtype.from_numpy_dtype(a.dtype)
-    return CubeTensor(client, client.create(a), a.shape, contiguous_strides(a.shape), 0, d)
-
-
-def get(client, t: CubeTensor) -> np.ndarray:
-    size = t.dtype.itemsize
-    return client.read(t.buffer, t.dtype.np, t.shape, tuple(s * size for s in t.strides), t.offset * size)
 
 
 @cube.kernel

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember.cube.runtime.tensor import CubeTensor, contiguous_strides
+
+from .tensors import get, put
 
 
 @pytest.fixture(scope="module")
@@ -17,17 +18,6 @@ def hopper(cuda_client):
     if cuda_client.server.arch != "sm_90":
         pytest.skip(f"wgmma needs compute capability 9.0 (this device: {cuda_client.server.arch})")
     return cuda_client
-
-
-def put(client, a: np.ndarray) -> CubeTensor:
-    a = np.ascontiguousarray(a)
-    d = ember.dtype.from_numpy_dtype(a.dtype)
-    return CubeTensor(client, client.create(a), a.shape, contiguous_strides(a.shape), 0, d)
-
-
-def get(client, t: CubeTensor) -> np.ndarray:
-    size = t.dtype.itemsize
-    return client.read(t.buffer, t.dtype.np, t.shape, tuple(s * size for s in t.strides), t.offset * size)
 
 
 def randn(rng, shape, d) -> np.ndarray:
