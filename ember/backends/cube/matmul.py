@@ -210,12 +210,6 @@ def _lines_of_4(t: CubeTensor) -> int:
     return 4 if ok and t.numel % 4 == 0 else 1
 
 
-def _shared_limit(backend: Any) -> int | None:
-    """Bytes of shared memory a cube may use on ``backend``'s target (None: unknown)."""
-    caps = getattr(getattr(getattr(backend.client, "server", None), "compiler", None), "capabilities", None)
-    return getattr(caps, "max_shared_bytes", None)
-
-
 def _gpu_register_bytes(dtype: dt.DType) -> int:
     # shared lines hold registers: half types as f32 on every target that computes them in f32
     return max(4, dtype.itemsize)
@@ -229,7 +223,7 @@ def launch_gpu(tiles: GpuTiles, backend: Any, a: CubeTensor, b: CubeTensor, out:
     batch, m, _, n = _dims(a, b)
     if not (batch and m and n):
         return
-    limit = _shared_limit(backend)
+    limit = backend._shared_limit()
     size = _gpu_register_bytes(a.dtype)
     while limit is not None and tiles.shared_bytes(size) > limit and (tiles.bk > 4 or tiles.db):
         tiles = replace(tiles, bk=tiles.bk // 2) if tiles.bk > 4 else replace(tiles, db=False)
@@ -420,7 +414,7 @@ def _gpu_valid(tiles: GpuTiles) -> Callable[[Any, CubeTensor, CubeTensor, CubeTe
     def valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
         if not a.dtype.is_floating_point:
             return False
-        limit = _shared_limit(backend)
+        limit = backend._shared_limit()
         return limit is None or tiles.shared_bytes(_gpu_register_bytes(a.dtype)) <= limit
 
     return valid

@@ -172,10 +172,10 @@ class ReduceOps:
             return None
         w = _line_width(k, max(x.dtype.itemsize, out.dtype.itemsize), x.offset, _line_limit(self.client))
         cap = 1 << max(0, (k // w - 1).bit_length())
-        caps = getattr(getattr(self.client.server, "compiler", None), "capabilities", None)
         row = cap * w * out.dtype.itemsize
+        limit = self._shared_limit()
         # + 64: the folds' own shared memory (a word per plane and one for the broadcast)
-        if row > _STAGED_MAX_BYTES or row + 64 > getattr(caps, "max_shared_bytes", 16384):
+        if row > _STAGED_MAX_BYTES or row + 64 > (16384 if limit is None else limit):
             return None
         return w, cap
 
