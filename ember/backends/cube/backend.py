@@ -56,11 +56,6 @@ class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
         buf = self.client.empty(n * dtype.itemsize)
         return CubeTensor(self.client, buf, tuple(shape), contiguous_strides(tuple(shape)), 0, dtype)
 
-    def _shared_limit(self) -> int | None:
-        """Bytes of shared memory a cube may use on this client's target (None: unknown)."""
-        caps = getattr(getattr(getattr(self.client, "server", None), "compiler", None), "capabilities", None)
-        return getattr(caps, "max_shared_bytes", None)
-
     def _launch_lines(self, kernel: Any, n: int, *tensors: CubeTensor, extra: tuple[Any, ...] = ()) -> None:
         limit = getattr(self.client, "max_line_bytes", 64)  # the runtime's widest access per unit
         w = min(line_width(n, t.dtype.itemsize, t.offset, limit) for t in tensors)

@@ -59,6 +59,7 @@ from ... import autotune, tracing
 from ... import dtype as dt
 from ...autotune.keys import layout_class, problem_class
 from ...cube.launch import CubeCount, CubeDim, lines
+from ...cube.runtime.client import shared_limit
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from . import kernels
 from .matmul_gpu_kernels import matmul_gpu
@@ -223,7 +224,7 @@ def launch_gpu(tiles: GpuTiles, backend: Any, a: CubeTensor, b: CubeTensor, out:
     batch, m, _, n = _dims(a, b)
     if not (batch and m and n):
         return
-    limit = backend._shared_limit()
+    limit = shared_limit(backend.client)
     size = _gpu_register_bytes(a.dtype)
     while limit is not None and tiles.shared_bytes(size) > limit and (tiles.bk > 4 or tiles.db):
         tiles = replace(tiles, bk=tiles.bk // 2) if tiles.bk > 4 else replace(tiles, db=False)
@@ -414,7 +415,7 @@ def _gpu_valid(tiles: GpuTiles) -> Callable[[Any, CubeTensor, CubeTensor, CubeTe
     def valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
         if not a.dtype.is_floating_point:
             return False
-        limit = backend._shared_limit()
+        limit = shared_limit(backend.client)
         return limit is None or tiles.shared_bytes(_gpu_register_bytes(a.dtype)) <= limit
 
     return valid

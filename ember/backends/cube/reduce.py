@@ -45,6 +45,7 @@ from typing import Any
 from ... import autotune
 from ... import dtype as dt
 from ...cube.launch import CubeCount, CubeDim, lines
+from ...cube.runtime.client import shared_limit
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from . import reduce_kernels as rk
 
@@ -173,7 +174,7 @@ class ReduceOps:
         w = _line_width(k, max(x.dtype.itemsize, out.dtype.itemsize), x.offset, _line_limit(self.client))
         cap = 1 << max(0, (k // w - 1).bit_length())
         row = cap * w * out.dtype.itemsize
-        limit = self._shared_limit()
+        limit = shared_limit(self.client)
         # + 64: the folds' own shared memory (a word per plane and one for the broadcast)
         if row > _STAGED_MAX_BYTES or row + 64 > (16384 if limit is None else limit):
             return None

@@ -16,7 +16,7 @@ import numpy as np
 from .cpu import CpuServer
 from .memory import Buffer, MemoryPool
 
-__all__ = ["ComputeClient", "get_client"]
+__all__ = ["ComputeClient", "get_client", "shared_limit"]
 
 
 class ComputeClient:
@@ -129,3 +129,9 @@ def get_client(runtime: str = "cpu", index: Any = 0) -> Any:
             mod, _, fn = target.partition(":")
             c = _clients[key] = getattr(importlib.import_module(mod), fn)(index)
     return c
+
+
+def shared_limit(client: Any) -> int | None:
+    """Bytes of shared memory a cube may use on ``client``'s target (None: unknown)."""
+    caps = getattr(getattr(getattr(client, "server", None), "compiler", None), "capabilities", None)
+    return getattr(caps, "max_shared_bytes", None)
