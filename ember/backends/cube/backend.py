@@ -16,6 +16,7 @@ import numpy as np
 from ... import dtype as dt
 from ... import tracing
 from ...cube.launch import CubeCount, CubeDim, lines
+from ...cube.runtime.client import max_line_bytes
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from ..base import Backend
 from . import kernels
@@ -57,7 +58,7 @@ class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
         return CubeTensor(self.client, buf, tuple(shape), contiguous_strides(tuple(shape)), 0, dtype)
 
     def _launch_lines(self, kernel: Any, n: int, *tensors: CubeTensor, extra: tuple[Any, ...] = ()) -> None:
-        limit = getattr(self.client, "max_line_bytes", 64)  # the runtime's widest access per unit
+        limit = max_line_bytes(self.client)
         w = min(line_width(n, t.dtype.itemsize, t.offset, limit) for t in tensors)
         count = CubeCount.covering(max(n // w, 1), _DIM)
         kernel.launch(self.client, count, _DIM, *(lines(t, w) for t in tensors), *extra)

@@ -60,6 +60,7 @@ from typing import Any
 from ... import autotune
 from ... import dtype as dt
 from ...cube.launch import CubeCount, CubeDim, lines
+from ...cube.runtime.client import max_line_bytes
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from ..base import (
     BINARY_OPS,
@@ -120,7 +121,7 @@ def _row_width(n: int, views: list[CubeTensor], out_dtype: dt.DType) -> int:
     every offset multiples of the width."""
     inner = views[0].shape[-1]
     w = 16
-    limit = getattr(views[0].client, "max_line_bytes", 64)
+    limit = max_line_bytes(views[0].client)
     while w * out_dtype.itemsize > limit:
         w //= 2
     for v in views:
@@ -185,7 +186,7 @@ def _line_width(n: int, ts: tuple[CubeTensor, ...]) -> int:
     if n < _SMALL:
         return 1
     w = 16
-    limit = getattr(ts[0].client, "max_line_bytes", 64)
+    limit = max_line_bytes(ts[0].client)
     for t in ts:
         while w > 1 and (w * t.dtype.itemsize > limit or n % w or t.offset % w):
             w //= 2

@@ -45,7 +45,7 @@ from typing import Any
 from ... import autotune
 from ... import dtype as dt
 from ...cube.launch import CubeCount, CubeDim, lines
-from ...cube.runtime.client import shared_limit
+from ...cube.runtime.client import max_line_bytes, shared_limit
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from . import reduce_kernels as rk
 
@@ -75,10 +75,6 @@ def _line_width(n: int, itemsize: int, offset: int, limit: int = 64) -> int:
         if w * itemsize <= limit and n % w == 0 and offset % w == 0:
             return w
     return 1
-
-
-def _line_limit(client: Any) -> int:
-    return getattr(client, "max_line_bytes", 64)
 
 
 def _identity(op: str, d: dt.DType) -> Any:
@@ -171,7 +167,7 @@ class ReduceOps:
         bandwidth, three passes over global memory 64-68% (bench/gpu_softmax_variants.py)."""
         if self._units_serial:
             return None
-        w = _line_width(k, max(x.dtype.itemsize, out.dtype.itemsize), x.offset, _line_limit(self.client))
+        w = _line_width(k, max(x.dtype.itemsize, out.dtype.itemsize), x.offset, max_line_bytes(self.client))
         cap = 1 << max(0, (k // w - 1).bit_length())
         row = cap * w * out.dtype.itemsize
         limit = shared_limit(self.client)
@@ -249,7 +245,7 @@ class ReduceOps:
         the sum by ``div`` (default k: partial passes keep the first pass's count)."""
         first_pass = not div
         div = div or k
-        row_lines = k // _line_width(k, x.dtype.itemsize, x.offset, _line_limit(self.client))
+        row_lines = k // _line_width(k, x.dtype.itemsize, x.offset, max_line_bytes(self.client))
         # rows long enough for cubes to help and short enough for one unit to stay accurate:
         # either strategy applies, and a large first pass is tuned (folds never are)
         if first_pass and _UNIT_ROW_LINES < row_lines <= _SERIAL_MAX_LEN and rows * k >= _TUNE_MIN:
@@ -261,7 +257,7 @@ class ReduceOps:
         self, unit: bool, x: CubeTensor, rows: int, k: int, op: str, acc: dt.DType, div: int
     ) -> CubeTensor:
         """``_rows`` with the strategy given: one unit per row (``unit``) or cubes per row."""
-        w = _line_width(k, x.dtype.itemsize, x.offset, _line_limit(self.client))
+        w = _line_width(k, x.dtype.itemsize, x.offset, max_line_bytes(self.client))
         row_lines = k // w
         first_op = "sum" if op == "mean" else op
         if unit:
@@ -293,7 +289,7 @@ class ReduceOps:
         """(outer, inner) = op over axis 1 of x viewed as (outer, k, inner) (``div``: as in
         ``_rows``)."""
         div = div or k
-        w = _line_width(inner, max(x.dtype.itemsize, acc.itemsize), x.offset, _line_limit(self.client))
+        w = _line_width(inner, max(x.dtype.itemsize, acc.itemsize), x.offset, max_line_bytes(self.client))
         inner_lines = inner // w
         dim = _SMALL if inner_lines < 128 else _BIG
         col_blocks = _cdiv(inner_lines, dim.units)
@@ -366,7 +362,7 @@ _TUNE_MIN = 1 << 16
 
 
 def _rows_key(level: Any, bk: Any, x: CubeTensor, rows: int, k: int, op: str, acc: dt.DType) -> tuple:
-    w = _line_width(k, x.dtype.itemsize, x.offset, _line_limit(bk.client))
+    w = _line_width(k, x.dtype.itemsize, x.offset, max_line_bytes(bk.client))
     return (op, x.dtype.name, acc.name, level.anchor(rows), level.anchor(k // w), w)
 
 

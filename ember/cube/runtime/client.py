@@ -16,7 +16,7 @@ import numpy as np
 from .cpu import CpuServer
 from .memory import Buffer, MemoryPool
 
-__all__ = ["ComputeClient", "get_client", "shared_limit"]
+__all__ = ["ComputeClient", "get_client", "max_line_bytes", "shared_limit"]
 
 
 class ComputeClient:
@@ -135,3 +135,10 @@ def shared_limit(client: Any) -> int | None:
     """Bytes of shared memory a cube may use on ``client``'s target (None: unknown)."""
     caps = getattr(getattr(getattr(client, "server", None), "compiler", None), "capabilities", None)
     return getattr(caps, "max_shared_bytes", None)
+
+
+def max_line_bytes(client: Any) -> int:
+    """The widest access per unit the backend's line choices should use on ``client``'s
+    runtime (64 bytes on the CPU; 16 on CUDA and wgpu, where a wider line per thread spreads
+    a warp's accesses)."""
+    return getattr(client, "max_line_bytes", 64)

@@ -58,6 +58,7 @@ from ....cube import (
     kernel,
 )
 from ....cube.launch import CubeCount, CubeDim, lines
+from ....cube.runtime.client import max_line_bytes
 from ....cube.runtime.tensor import CubeTensor, contiguous_strides
 from ....cube.types import ELEMS, Elem, elem_of_dtype
 from ...cube.elementwise import _coalesce
@@ -229,7 +230,7 @@ def _rows_form(n: int, views: list[CubeTensor], outs: list[CubeTensor]) -> tuple
     if n < _SMALL or not views:
         return None
     inner = views[0].shape[-1]
-    limit = _max_line_bytes(views)
+    limit = max_line_bytes(views[0].client)
     w = 16
     for t in (*views, *outs):
         while w > 1 and w * t.dtype.itemsize > limit:
@@ -290,18 +291,12 @@ def _count(units: int) -> CubeCount:
     return CubeCount(1) if units <= _DIM.x else CubeCount.covering(units, _DIM)
 
 
-def _max_line_bytes(ts: list[CubeTensor]) -> int:
-    """The runtime's widest access per unit (64 bytes on the CPU; 16 on CUDA, where a wider
-    line per thread spreads a warp's accesses)."""
-    return getattr(ts[0].client, "max_line_bytes", 64) if ts else 64
-
-
 def _line_width(n: int, ts: list[CubeTensor]) -> int:
     """The widest line (<= the runtime's max line bytes, power of two <= 16) dividing ``n``
     and every offset."""
     if n < _SMALL:
         return 1
-    limit = _max_line_bytes(ts)
+    limit = max_line_bytes(ts[0].client) if ts else 64
     w = 16
     for t in ts:
         while w > 1 and (w * t.dtype.itemsize > limit or n % w or t.offset % w):
