@@ -335,7 +335,11 @@ class Tensor:
     def item(self) -> Any:
         if self.numel() != 1:
             raise ValueError(f"a tensor with {self.numel()} elements cannot be converted to a Python scalar")
-        v = self.numpy().reshape(()).item()
+        if tracing.active:
+            a = self.numpy()
+        else:  # one element: no read-only view to make (the numpy() contract), just its value
+            a = self._bk.into_data(self._p)
+        v = np.asarray(a).item()
         if self._dt.is_floating_point:
             return float(v)
         return v

@@ -383,9 +383,21 @@ class CubeKernel:
     ) -> None:
         """Run the kernel on every unit of ``count`` cubes of ``dim`` units; outputs are written
         into the argument tensors' buffers in place."""
-        client = _client_of(device)
         if type(count) is not CubeCount:
             count = CubeCount(*count) if isinstance(count, tuple) else CubeCount(count)
+        plan, args, tensors = self.resolve(device, dim, *args, **kwargs)
+        plan.run(count, args, tensors)
+
+    def resolve(
+        self, device: Any, dim: CubeDim | int | tuple[int, ...], *args: Any, **kwargs: Any
+    ) -> tuple[_Plan, tuple[Any, ...], list[Any]]:
+        """What a launch with these arguments runs: its plan (compiled on first use), the bound
+        arguments and the buffer views in parameter order; ``plan.run(count, args, tensors)``
+        launches. A caller may keep the plan for later launches whose arguments give the same
+        key (dtypes, ranks, line widths, comptime values, scalar types, buffer aliasing) and
+        pass their own arguments and views: the key is then not built again. A plan whose
+        ``compiled.pending`` is set (the tuner is preparing) launches nothing and must not be kept."""
+        client = _client_of(device)
         if type(dim) is not CubeDim:
             dim = CubeDim(*dim) if isinstance(dim, tuple) else CubeDim(dim)
         params = self._params or self.params
@@ -396,25 +408,34 @@ class CubeKernel:
         for p, a in zip(params, args):
             kind = p.kind
             if kind == "array":
+                if type(a) is CubeTensor:  # the common case, without the call
+                    key.append((a.dtype, len(a.shape), 0))
+                    tensors.append(a)
+                    continue
                 if type(a) is LineArg:
-                    t = _array_of(a.tensor, p.name, False)
+                    t = a.tensor
+                    if type(t) is not CubeTensor:
+                        t = _array_of(t, p.name, False)
                     key.append((t.dtype, len(t.shape), a.width))
                 else:
                     t = _array_of(a, p.name, False)
                     key.append((t.dtype, len(t.shape), 0))
                 tensors.append(t)
             elif kind == "comptime":
-                key.append(_hashable(a))
+                ta = type(a)
+                key.append(a if ta is str or ta is int or ta is bool or ta is tuple else _hashable(a))
             elif kind == "sequence":
                 items = _sequence_items(a, p.name)
                 if p.spec.arrays:
                     sig = []
                     for x in items:
                         if type(x) is LineArg:
-                            t = _array_of(x.tensor, p.name, False)
+                            t = x.tensor
+                            if type(t) is not CubeTensor:
+                                t = _array_of(t, p.name, False)
                             sig.append((t.dtype, len(t.shape), x.width))
                         else:
-                            t = _array_of(x, p.name, False)
+                            t = x if type(x) is CubeTensor else _array_of(x, p.name, False)
                             sig.append((t.dtype, len(t.shape), 0))
                         tensors.append(t)
                     key.append(tuple(sig))
@@ -428,7 +449,7 @@ class CubeKernel:
         plan = self._plans.get(k)
         if plan is None:
             plan = self._plan(client, k, args, tensors, dim)
-        plan.run(count, args, tensors)
+        return plan, args, tensors
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
         params = self.params
@@ -684,16 +705,26 @@ def _same_buffer(a: Any, b: Any) -> bool:
 
 
 def _aliases(tensors: list[Any]) -> tuple[int, ...]:
+    """Per tensor, the index of the first tensor on the same buffer (its own when none)."""
+    bufs = [getattr(t, "buffer", t) for t in tensors]
+    n = len(bufs)
+    if len({id(b) for b in bufs}) == n:  # no two share a buffer: the usual launch
+        try:
+            return _DISTINCT[n]
+        except IndexError:
+            return tuple(range(n))
     out = []
-    for i, t in enumerate(tensors):
-        buf = getattr(t, "buffer", t)
+    for i, buf in enumerate(bufs):
         j = i
         for k in range(i):
-            if getattr(tensors[k], "buffer", tensors[k]) is buf:
+            if bufs[k] is buf:
                 j = k
                 break
         out.append(j)
     return tuple(out)
+
+
+_DISTINCT = [tuple(range(n)) for n in range(32)]
 
 
 _targets: dict[int, Target] = {}

@@ -110,9 +110,18 @@ class Fusion(Backend):
         return a
 
     def _register(self, op: str, args: tuple[Any, ...], shape: tuple[int, ...], dtype: dt.DType) -> FusionTensor:
-        stream = self.stream()
+        stream = getattr(self._local, "stream", None) or self.stream()
         inputs: list[TensorIr] = []
-        ir_args = tuple(self._ir(a, stream, inputs) for a in args)
+        ir = []
+        for a in args:
+            if type(a) is FusionTensor and a.value is None and a.stream is stream:
+                # queued on this stream (a chain's usual input): what ``_ir`` would record
+                t = TensorIr(a.id, a.shape, a.dtype)
+                inputs.append(t)
+                ir.append(t)
+            else:
+                ir.append(self._ir(a, stream, inputs))
+        ir_args = tuple(ir)
         out = FusionTensor(next(_ids), shape, dtype, stream)
         stream.ops.append(OperationIr(op, ir_args, tuple(inputs), (TensorIr(out.id, shape, dtype),)))
         stream.handles[out.id] = weakref.ref(out)

@@ -74,7 +74,7 @@ def relative_key(ops: list[OperationIr]) -> tuple[Any, ...]:
     ids: dict[int, int] = {}
     key = []
     for o in ops:
-        args = tuple(_relative_arg(a, ids) for a in o.args)
-        outs = tuple(_relative_arg(t, ids) for t in o.outputs)
+        args = tuple([_relative_arg(a, ids) for a in o.args])
+        outs = tuple([("t", ids.setdefault(t.id, len(ids)), t.shape, t.dtype.name) for t in o.outputs])
         key.append((o.op, args, outs, o.status, o.live))
     return tuple(key)

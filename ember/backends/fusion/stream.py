@@ -183,17 +183,27 @@ def _mark_last_uses(ops: list[OperationIr], handles: dict[int, Any], dropped: se
     ``live`` for an output whose handle still exists."""
     seen_later: set[int] = set()
     for o in reversed(ops):
+        ins = o.inputs
         status = []
-        for t in o.inputs:
-            last = t.id not in seen_later and (
-                t.id in dropped or (t.id in handles and handles[t.id]() is None)
-            )
+        for t in ins:
+            tid = t.id
+            last = False
+            if tid not in seen_later:
+                if tid in dropped:
+                    last = True
+                else:
+                    ref = handles.get(tid)
+                    last = ref is not None and ref() is None
             # an input read twice by this op is not free for writing either
-            if last and sum(1 for u in o.inputs if u.id == t.id) > 1:
+            if last and len(ins) > 1 and sum(1 for u in ins if u.id == tid) > 1:
                 last = False
             status.append(READ_WRITE if last else 0)
         o.status = tuple(status)
-        for t in o.inputs:
+        for t in ins:
             seen_later.add(t.id)
-        o.live = tuple(t.id in handles and handles[t.id]() is not None for t in o.outputs)
+        live = []
+        for t in o.outputs:
+            ref = handles.get(t.id)
+            live.append(ref is not None and ref() is not None)
+        o.live = tuple(live)
 

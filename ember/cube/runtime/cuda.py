@@ -168,6 +168,28 @@ class CudaKernel:
     handle: int = 0
     #: handed out while preparing, compiled on the pool: no function yet, launches run nothing
     pending: bool = False
+    #: the parameter arrays of its launches, built once and refilled per launch (``BoundArgs``)
+    bound: Any = None
+
+
+class BoundArgs:
+    """The ``cuLaunchKernel`` parameter block of one kernel, built once and reused: slot i of
+    ``params`` points at ``ptrs[i]`` (buffer i's element address, rewritten per launch), the
+    last slot, when the kernel has info words, at the launch's info array.
+
+    The driver copies the parameters during ``cuLaunchKernel``, so the block is free again when
+    the call returns; ``lock`` keeps two threads from filling it at once (the loser of a race
+    builds throwaway arrays instead of waiting)."""
+
+    __slots__ = ("n", "ptrs", "params", "params_addr", "lock")
+
+    def __init__(self, n: int, has_info: bool) -> None:
+        self.n = n
+        self.ptrs = (ctypes.c_uint64 * max(n, 1))()
+        base = ctypes.addressof(self.ptrs)
+        self.params = (ctypes.c_void_p * max(n + has_info, 1))(*[base + 8 * i for i in range(n)])
+        self.params_addr = ctypes.addressof(self.params)
+        self.lock = threading.Lock()
 
 
 class CudaServer(Preparing):
@@ -393,25 +415,37 @@ class CudaServer(Preparing):
         if getattr(_current, "ctx", None) is not self.ctx:
             self.current()
         n = len(tensors)
-        # the driver reads the parameters during the call: these arrays may go right after it
-        ptrs = (ctypes.c_uint64 * max(n, 1))(*[t.buffer.ptr + t.offset * t.dtype.itemsize for t in tensors])
-        base = ctypes.addressof(ptrs)
-        addrs = list(range(base, base + 8 * n, 8))
-        if k.has_info:
-            addrs.append(ctypes.addressof(info))
-        params = (ctypes.c_void_p * max(len(addrs), 1))(*addrs)
-        bx, by, bz = k.block
-        if k.handle:
-            err = self._fast.launch(k.handle, cx, cy, cz, bx, by, bz, 0, self._stream_h, ctypes.addressof(params), None)
-            if err:
-                err = self.cu.CUresult(err)
-        else:
-            (err,) = self.cu.cuLaunchKernel(k.fn, cx, cy, cz, bx, by, bz, 0, self.stream, ctypes.addressof(params), 0)
+        b = k.bound
+        if b is None or b.n != n:
+            b = k.bound = BoundArgs(n, k.has_info)
+        if b.lock.acquire(False):
+            try:
+                b.ptrs[:n] = [t.buffer.ptr + t.offset * t.dtype.itemsize for t in tensors]
+                if k.has_info:
+                    b.params[n] = ctypes.addressof(info)
+                err = self._launch_params(k, cx, cy, cz, b.params_addr)
+            finally:
+                b.lock.release()
+        else:  # another thread is filling the block: a private one (the driver copies it during the call)
+            own = BoundArgs(n, k.has_info)
+            own.ptrs[:n] = [t.buffer.ptr + t.offset * t.dtype.itemsize for t in tensors]
+            if k.has_info:
+                own.params[n] = ctypes.addressof(info)
+            err = self._launch_params(k, cx, cy, cz, own.params_addr)
         if int(err) != 0:
             raise CudaError(
                 f"cuLaunchKernel({k.entry}, grid=({cx}, {cy}, {cz}), block={k.block}) failed: {_err_text(err)}"
             )
         self.launches += 1
+
+    def _launch_params(self, k: CudaKernel, cx: int, cy: int, cz: int, params: int) -> Any:
+        """cuLaunchKernel of ``k`` with the parameter block at address ``params``; the CUresult."""
+        bx, by, bz = k.block
+        if k.handle:
+            err = self._fast.launch(k.handle, cx, cy, cz, bx, by, bz, 0, self._stream_h, params, None)
+            return self.cu.CUresult(err) if err else 0
+        (err,) = self.cu.cuLaunchKernel(k.fn, cx, cy, cz, bx, by, bz, 0, self.stream, params, 0)
+        return err
 
     def sync(self) -> None:
         self.current()
@@ -511,29 +545,41 @@ class CudaClient:
         view covers comes over in one copy, the view is taken on the host."""
         dtype = np.dtype(dtype)
         shape = tuple(shape)
+        if strides is None or _is_c_order(shape, strides, dtype.itemsize):
+            # the common case (every .item() and .numpy() of a fresh result): the copy lands in
+            # the array handed back, no span arithmetic, no second array
+            out = np.empty(shape, dtype)
+            if out.nbytes:
+                self._copy_to_host(out.ctypes.data, buf.ptr + byte_offset, out.nbytes)
+            return out
         if any(n == 0 for n in shape):
             return np.empty(shape, dtype)
-        if strides is None:
-            strides = _c_strides(shape, dtype.itemsize)
         lo = sum((n - 1) * st for n, st in zip(shape, strides) if st < 0)
         hi = sum((n - 1) * st for n, st in zip(shape, strides) if st > 0) + dtype.itemsize
         host = np.empty(hi - lo, np.uint8)
-        s = self.server
-        s.current()
-        if s._fast is not None:
-            err = s._fast.dtoh_async(host.ctypes.data, buf.ptr + byte_offset + lo, hi - lo, s._stream_h)
-            if err:
-                _ok((s.cu.CUresult(err),), "cuMemcpyDtoHAsync")
-        else:
-            _ok(
-                s.cu.cuMemcpyDtoHAsync(host.ctypes.data, buf.ptr + byte_offset + lo, hi - lo, s.stream),
-                "cuMemcpyDtoHAsync",
-            )
-        s.sync()
+        self._copy_to_host(host.ctypes.data, buf.ptr + byte_offset + lo, hi - lo)
         view = np.ndarray(shape, dtype, buffer=host, offset=-lo, strides=strides)
         if view.flags.c_contiguous and lo == 0 and hi - lo == view.nbytes:
             return view
         return np.array(view, copy=True, order="C")
+
+    def _copy_to_host(self, dst: int, src: int, nbytes: int) -> None:
+        """``nbytes`` from device address ``src`` to host address ``dst``, ordered after the
+        stream's launches; returns once they are there (a kernel's failure surfaces here)."""
+        s = self.server
+        if getattr(_current, "ctx", None) is not s.ctx:
+            s.current()
+        fast = s._fast
+        if fast is not None:
+            err = fast.dtoh_async(dst, src, nbytes, s._stream_h)
+            if err:
+                _ok((s.cu.CUresult(err),), "cuMemcpyDtoHAsync")
+            err = fast.stream_sync(s._stream_h)
+            if err:
+                _ok((s.cu.CUresult(err),), "cuStreamSynchronize (a kernel of this device failed)")
+            return
+        _ok(s.cu.cuMemcpyDtoHAsync(dst, src, nbytes, s.stream), "cuMemcpyDtoHAsync")
+        s.sync()
 
     # ---------------------------------------------------------------- kernels
     def launch(self, kernel: Any, count: Any, dim: Any, *args: Any, **kwargs: Any) -> None:
@@ -574,13 +620,17 @@ class CudaClient:
         return f"CudaClient(cuda:{self.index} {self.server.info.name} {self.server.arch})"
 
 
-def _c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    out = [0] * len(shape)
+def _is_c_order(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """Whether byte ``strides`` lay ``shape`` out in C order without gaps (a size-1 dimension's
+    stride plays no part; no element at all is C order too)."""
+    if 0 in shape:
+        return True
     acc = itemsize
-    for i in range(len(shape) - 1, -1, -1):
-        out[i] = acc
-        acc *= max(shape[i], 1)
-    return tuple(out)
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n != 1 and st != acc:
+            return False
+        acc *= n
+    return True
 
 
 def create_client(args: Any) -> CudaClient:

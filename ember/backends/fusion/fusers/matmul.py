@@ -194,6 +194,8 @@ def matmul_epilogue(
 
 def _expanded(t: CubeTensor, shape: tuple[int, ...]) -> CubeTensor:
     """``t`` as a view of ``shape`` (numpy broadcasting: zero strides where it is broadcast)."""
+    if t.shape == shape and 1 not in shape:  # nothing broadcast, no size-1 stride to zero: ``t`` itself
+        return t
     k = len(shape) - len(t.shape)
     if k < 0:
         raise ValueError(f"an operand of shape {t.shape} does not broadcast to {shape}")

@@ -166,6 +166,48 @@ def run_fused_reduce(
     out = backend._empty(shape[:-1], acc_dtype)
     if rows == 0:
         return out if out_dtype in (None, acc_dtype) else backend.cast(out, out_dtype)
+    key = _layout_key(backend.client, prog, inputs, scalars, shape, op, acc_dtype)
+    bound = _BOUND.get(key)
+    if bound is not None:  # this layout launched before: its plan and launch geometry, no key or modes to build
+        plan, strides, modes, w, steps, span, unit_rows, count, init = bound
+        views = [t if st is None else t.with_layout(shape, st, t.offset) for t, st in zip(inputs, strides)]
+        args = tuple(lines(v, w) if m == "line" and w > 1 else v for v, m in zip(views, modes))
+        views.append(out)  # the kernel's buffers in parameter order: ins..., out
+        plan.run(count, (args, out, tuple(scalars), steps, span, init, prog, modes, op, w, unit_rows), views)
+    else:
+        _launch_new_layout(backend.client, key, prog, inputs, scalars, shape, op, acc_dtype, out, rows, k)
+    if out_dtype is not None and out_dtype is not acc_dtype:
+        return backend.cast(out, out_dtype)
+    return out
+
+
+#: per input layout (``_layout_key``): the fused_reduce_rows plan and what the launcher derived
+#: from the layout (views' strides, modes, line width, grid); cleared when it grows past
+#: ``_BOUND_MAX`` layouts (a workload of ever new shapes)
+_BOUND: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+_BOUND_MAX = 4096
+
+
+def _layout_key(
+    client: Any, prog: tuple[Any, ...], inputs: list[CubeTensor], scalars: Any, shape: tuple[int, ...], op: str,
+    acc_dtype: dt.DType,
+) -> tuple[Any, ...]:
+    """Everything the launch below derives its views, modes, line width, grid and kernel key
+    from: the program, shape, op, accumulator and scalar dtypes, and per input its dtype,
+    shape, strides and offset modulo the widest line (16), plus which inputs share a buffer."""
+    ids = [id(t.buffer) for t in inputs]
+    alias = None if len(set(ids)) == len(ids) else tuple(ids.index(i) for i in ids)
+    return (
+        id(client), prog, shape, op, acc_dtype, tuple(d for _, d in scalars), alias,
+        tuple((t.dtype, t.shape, t.strides, t.offset & 15) for t in inputs),
+    )
+
+
+def _launch_new_layout(
+    client: Any, key: tuple[Any, ...], prog: tuple[Any, ...], inputs: list[CubeTensor], scalars: Any,
+    shape: tuple[int, ...], op: str, acc_dtype: dt.DType, out: CubeTensor, rows: int, k: int,
+) -> None:
+    """Pick modes, line width and grid for this layout, launch, and keep it all in ``_BOUND``."""
     views = [_expanded(t, shape) for t in inputs]
     modes = []
     for v in views:
@@ -194,9 +236,13 @@ def run_fused_reduce(
         count, dim, span = CubeCount.covering(rows, _DIM), _DIM, 0
     else:
         count, dim, span = CubeCount(rows), _DIM, -(-steps // _DIM.x)
-    fused_reduce_rows.launch(
-        backend.client, count, dim, args, out, tuple(scalars), steps, span, init, prog, tuple(modes), op, w, unit_rows
+    modes = tuple(modes)
+    plan, bargs, tensors = fused_reduce_rows.resolve(
+        client, dim, args, out, tuple(scalars), steps, span, init, prog, modes, op, w, unit_rows
     )
-    if out_dtype is not None and out_dtype is not acc_dtype:
-        return backend.cast(out, out_dtype)
-    return out
+    plan.run(count, bargs, tensors)
+    if not getattr(plan.compiled, "pending", False):  # a pending plan launches nothing: not kept
+        if len(_BOUND) >= _BOUND_MAX:
+            _BOUND.clear()
+        strides = tuple(None if v is t else v.strides for v, t in zip(views, inputs))
+        _BOUND[key] = (plan, strides, modes, w, steps, span, unit_rows, count, init)
