@@ -60,6 +60,11 @@ VARIANTS: list[GpuTiles] = [
     GpuTiles(64, 128, 8, 4, 8, True, False),
     GpuTiles(128, 128, 8, 4, 8, True, True),  # 512 units
     GpuTiles(64, 64, 16, 4, 4, True, True),
+    # two cubes per multiprocessor forced (``cube.occupancy``: 128 registers, no spills on sm_90)
+    GpuTiles(128, 128, 16, 8, 8, occ=2),
+    GpuTiles(128, 128, 16, 8, 8, True, True, occ=2),
+    GpuTiles(128, 128, 8, 8, 8, True, True, occ=2),
+    GpuTiles(128, 128, 8, 8, 8, occ=2),
 ]
 ROWS: list[dict[str, Any]] = []
 T0 = time.perf_counter()

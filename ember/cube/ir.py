@@ -245,6 +245,8 @@ class KernelIr:
     shared: list[Var] = field(default_factory=list)
     local_arrays: list[Var] = field(default_factory=list)
     plane_size: int = 32
+    #: cubes per multiprocessor asked for by ``cube.occupancy`` (a register budget hint)
+    min_cubes: int = 1
 
     @property
     def units(self) -> int:

@@ -267,7 +267,8 @@ def test_cuda_sources_compile_with_nvrtc(tiles):
     from ember.cube.compiler.cuda import CudaCompiler
 
     src = _render(CudaCompiler("sm_90"), tiles)
-    assert f"__launch_bounds__({tiles.units})" in src
+    bounds = f"{tiles.units}, {tiles.occ}" if tiles.occ > 1 else f"{tiles.units}"
+    assert f"__launch_bounds__({bounds})" in src
     assert "em_vec<float, 4>" in src and "__syncthreads()" in src
     entry = src.split("-> ")[1].split(" ")[0]
     cubin, _ = nv.compile(src, entry, "sm_90")
@@ -283,3 +284,35 @@ def test_tiles_shrink_to_the_targets_shared_memory():
     assert shared and all("double" in ln for ln in shared)
     sizes = [int(ln.split("[")[1].split("]")[0]) for ln in shared]
     assert sum(sizes) * 8 <= 48 * 1024 and sum(sizes) == 2 * (128 + 128) * 8
+
+
+def test_occupancy_hint_caps_registers_on_cuda_only():
+    """``GpuTiles.occ`` reaches the CUDA source as ``__launch_bounds__(units, occ)``; other
+    targets render the same kernel without it (a hint, no semantics)."""
+    from ember.cube.compiler.cuda import CudaCompiler
+
+    src = _render(CudaCompiler("sm_90"), GpuTiles(128, 128, 16, 8, 8, occ=2))
+    assert "__launch_bounds__(256, 2)" in src
+    assert "__launch_bounds__(256)" in _render(CudaCompiler("sm_90"), GpuTiles(128, 128, 16, 8, 8))
+    assert GpuTiles(128, 128, 16, 8, 8, occ=2).name == "gpu128x128x16_8x8_o2"
+
+
+def test_occupancy_needs_a_comptime_int():
+    from ember import cube
+    from ember.cube.lang.errors import CubeSyntaxError
+
+    @cube.kernel
+    def k(x: cube.Tensor[cube.f32], n: cube.u32):
+        cube.occupancy(n)
+        x[cube.ABSOLUTE_POS] = 1.0
+
+    from ember.compile_check import CompileOnlyClient
+    from ember.cube.compiler.cuda import CudaCompiler
+
+    client = CompileOnlyClient("cuda", CudaCompiler("sm_90"), "check")
+    from ember.backends.cube.backend import CubeBackend
+
+    bk = CubeBackend(client)
+    x = bk.from_data(np.zeros(4, np.float32), ember.float32)
+    with pytest.raises(CubeSyntaxError, match="occupancy"):
+        k.launch(client, cube.CubeCount(1), cube.CubeDim(4), x, 4)

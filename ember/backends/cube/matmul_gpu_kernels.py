@@ -65,6 +65,7 @@ from ...cube import (
     function,
     kernel,
     line,
+    occupancy,
     sync_cube,
     u32,
     width_of,
@@ -198,8 +199,11 @@ def matmul_gpu(
     use_fma: Comptime[bool],
     db: Comptime[bool],
     at: Comptime[bool],
+    occ: Comptime[int] = 1,
 ):
-    """See the module docstring. Launch with ``CubeDim((bn // tn) * (bm // tm))``."""
+    """See the module docstring. Launch with ``CubeDim((bn // tn) * (bm // tm))``; ``occ``: cubes
+    per multiprocessor to fit (a register cap on CUDA, ``cube.occupancy``)."""
+    occupancy(occ)
     wo = width_of(out)
     ux = bn // tn  # units along n
     nq = tn // 4  # accumulator lines per row of a unit's block

@@ -128,8 +128,9 @@ class CudaCompiler(CStyleCompiler):
             params.append(f"{const}{self.storage_type(v.type.elem)} *{restrict} {self.name(v)}")
         if slots:
             params.append(f"const em_info<{len(slots)}> info")
+        bounds = f"{k.units}, {k.min_cubes}" if k.min_cubes > 1 else f"{k.units}"
         out.open(
-            f'extern "C" __global__ void __launch_bounds__({k.units}) {k.entry}({", ".join(params)}) {{'
+            f'extern "C" __global__ void __launch_bounds__({bounds}) {k.entry}({", ".join(params)}) {{'
         )
         self._info_reads(out, k, em, slots)
         for sm in k.shared:

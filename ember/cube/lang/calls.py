@@ -353,6 +353,15 @@ class Calls:
         self.emit(ir.Barrier())
         return None
 
+    def i_occupancy(self, e: ast.Call, args: list[Any], kw: dict[str, Any]) -> None:
+        """``cube.occupancy(n)``: ask the target to fit ``n`` cubes per multiprocessor (CUDA:
+        ``__launch_bounds__(units, n)``, which caps registers per unit); a hint, no semantics."""
+        (n,) = self.nargs(e, "occupancy", args, 1)
+        if is_rt(n) or lit_kind(n) != "int" or n < 1:
+            raise self.error(e, "cube.occupancy() takes a comptime int >= 1")
+        self.min_cubes = max(self.min_cubes, int(n))
+        return None
+
     def _memory(self, e: ast.Call, name: str, kind: str, args: list[Any], kw: dict[str, Any]) -> Var:
         if len(args) == 3 and "line" not in kw:
             kw = {"line": args[2]}

@@ -134,6 +134,8 @@ class Expander(ControlFlow, Expressions, Calls):
         self.shared: list[Var] = []
         self.local_arrays: list[Var] = []
         self.locals: list[Var] = []
+        #: cubes per multiprocessor the kernel asked for (``cube.occupancy``)
+        self.min_cubes = 1
         self._ids = 0
         # comptime lists/dicts built by the kernel: id -> (object, runtime depth it was made at)
         self.containers: dict[int, tuple[Any, int]] = {}
@@ -513,6 +515,7 @@ class Expander(ControlFlow, Expressions, Calls):
             self.shared,
             self.local_arrays,
             self.target.plane_size,
+            self.min_cubes,
         )
 
     def finish_types(self) -> None:

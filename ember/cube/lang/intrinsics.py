@@ -129,6 +129,7 @@ OTHER = (
     "fma",
     "clamp",
     "sync_cube",
+    "occupancy",
     "SharedMemory",
     "LocalArray",
     "range",
