@@ -368,11 +368,24 @@ def run_check(
 
         pipes.append(_Rendered(None, "em_mma", CompiledSource("em_mma", MMA_SOURCE, "cuda", [], [])))
         rep.kernels += 1
+        # float32 operands as tf32 (precision "high" / "medium")
+        from .cube.runtime.cuda_mma import MMA_TF32_SOURCE
+
+        pipes.append(_Rendered(None, "em_mma_tf32", CompiledSource("em_mma_tf32", MMA_TF32_SOURCE, "cuda", [], [])))
+        rep.kernels += 1
         if arch in ("sm_90", "sm_90a"):
             # wgmma + TMA (Hopper): the sm_90a target whatever the check's arch spelling
-            from .cube.runtime.cuda_wgmma import WGMMA_ARCH, WGMMA_SOURCE, WGMMA_SOURCE_NARROW
+            from .cube.runtime.cuda_wgmma import _CONFIGS, WGMMA_ARCH
 
-            for name, text in (("em_wgmma", WGMMA_SOURCE), ("em_wgmma_narrow", WGMMA_SOURCE_NARROW)):
+            # every tile config the launcher can pick: widths, with and without the staged epilogue
+            for (bn, staged), (text, _) in _CONFIGS.items():
+                name = f"em_wgmma_n{bn}" + ("_staged" if staged else "")
+                pipes.append(_Rendered(None, name, CompiledSource(name, text, "cuda", [], []), arch=WGMMA_ARCH))
+                rep.kernels += 1
+            from .cube.runtime.cuda_wgmma import _CONFIGS_TF32
+
+            for bn, (text, _) in _CONFIGS_TF32.items():
+                name = f"em_wgmma_tf32_n{bn}"
                 pipes.append(_Rendered(None, name, CompiledSource(name, text, "cuda", [], []), arch=WGMMA_ARCH))
                 rep.kernels += 1
 

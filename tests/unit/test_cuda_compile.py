@@ -103,9 +103,12 @@ def test_compile_check_subset_covers_every_family_and_compiles():
 
     rep = run_check("cuda", "sm_90", [dt.float32, dt.float16, dt.int64, dt.bool_], FAMILIES, jobs=2, limit=40)
     assert rep.failures == [], rep.failures[:3]
-    # the sample, plus the hand-written tensor-core kernels (matrix units on sm_90): mma.sync,
-    # and the two wgmma sources compiled for sm_90a
-    assert rep.ops > 1000 and rep.compiled == rep.kernels == 43
+    # the sample, plus the hand-written tensor-core kernels (matrix units on sm_90): mma.sync
+    # (f16/bf16 and tf32), and every wgmma tile config compiled for sm_90a
+    from ember.cube.runtime.cuda_wgmma import _CONFIGS, _CONFIGS_TF32
+
+    hand_written = 2 + len(_CONFIGS) + len(_CONFIGS_TF32)
+    assert rep.ops > 1000 and rep.compiled == rep.kernels == 40 + hand_written
 
 
 def test_the_cli_command_reports_and_exits_zero():

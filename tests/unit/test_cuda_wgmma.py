@@ -24,10 +24,14 @@ def nvrtc_or_skip():
         pytest.skip(f"NVRTC unavailable: {e}")
 
 
-@pytest.mark.parametrize("bn,stages,cluster", [(W.BN, W.STAGES, 1), (128, 6, 1), (W.BN, W.STAGES, 2)])
-def test_every_entry_compiles_for_sm_90a_without_warnings(bn, stages, cluster):
+@pytest.mark.parametrize(
+    "bn,stages,cluster,staged",
+    [(W.BN, W.STAGES, 1, False), (128, 6, 1, False), (W.BN, W.STAGES, 2, False), (W.BN, W.STAGES_STAGED, 1, True),
+     (128, W.STAGES_NARROW_STAGED, 1, True), (W.BN, W.STAGES_STAGED, 2, True)],
+)
+def test_every_entry_compiles_for_sm_90a_without_warnings(bn, stages, cluster, staged):
     nv = nvrtc_or_skip()
-    cubin, log = nv.compile(W.wgmma_source(bn, stages, cluster=cluster), "em_wgmma", W.WGMMA_ARCH)
+    cubin, log = nv.compile(W.wgmma_source(bn, stages, cluster=cluster, staged=staged), "em_wgmma", W.WGMMA_ARCH)
     for entry in W.entries():
         assert entry.encode() in cubin, entry
     assert "warning" not in log.lower(), log
@@ -54,6 +58,8 @@ def test_tile_configs_fit_shared_memory():
     assert W.smem_bytes(128, 6) <= limit
     with pytest.raises(ValueError):
         W.wgmma_source(192, 4)
+    with pytest.raises(ValueError):  # the staged tile takes a stage's room
+        W.wgmma_source(256, 4, staged=True)
 
 
 # --------------------------------------------------------------------------- fake driver
@@ -122,7 +128,7 @@ def test_launch_encodes_swizzled_maps_and_covers_every_tile(fake):
     W.matmul_wgmma(client, a, b, out)
     bn, persistent = W._choose(m, n, 1, 132)
     (entry, smem, arch), = server.functions
-    assert (entry, smem, arch) == ("em_wgmma_bf16_f32", W._CONFIGS[bn][1], "sm_90a")
+    assert (entry, smem, arch) == ("em_wgmma_bf16_f32", W._CONFIGS[bn, False][1], "sm_90a")
     ea, eb = server.cu.encodes
     # A: (k, m) with 128 x 64 boxes; B: (n, k) with 64 x 64 boxes; 16-bit rows, 128-byte swizzle
     assert ea["dims"] == [k, m, 1] and ea["box"] == [64, W.BM, 1] and ea["strides"][0] == 2 * k
@@ -183,8 +189,9 @@ def test_tile_choice_counts_whole_waves():
     # 8192²: 2048 wide tiles = 16 waves: one block per tile
     assert W._choose(8192, 8192, 1, 132) == (W.BN, False)
     assert W._choose(8192, 8192, 1, 132)[0] == W._choose(1024, 8192, 8, 132)[0]
-    for bn, (src, smem) in W._CONFIGS.items():
-        assert f"#define EM_BN {bn}\n" in src and smem <= 227 * 1024
+    for (bn, staged), (src, smem) in W._CONFIGS.items():
+        assert f"#define EM_BN {bn}\n" in src and f"#define EM_STAGED {int(staged)}\n" in src
+        assert smem == W.smem_bytes(bn, int(src.split("#define EM_STAGES ")[1].split()[0]), staged) <= W.SMEM_LIMIT
 
 
 def test_batch_step_flattens_uniform_batches_only():

@@ -61,6 +61,7 @@ from ...autotune.keys import layout_class, problem_class
 from ...cube.launch import CubeCount, CubeDim, lines
 from ...cube.runtime.client import shared_limit
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
+from ...precision import tf32_allowed
 from . import kernels
 from .matmul_gpu_kernels import matmul_gpu
 from .matmul_kernels import MR_MAX, matmul_blocked, matmul_tiled, pack_panels
@@ -182,6 +183,8 @@ class GpuTiles:
     tn: int
     db: bool = True
     at: bool = False
+    #: cubes per multiprocessor the CUDA compiler must fit (caps registers per unit)
+    occ: int = 1
 
     @property
     def units(self) -> int:
@@ -193,6 +196,7 @@ class GpuTiles:
             f"gpu{self.bm}x{self.bn}x{self.bk}_{self.tm}x{self.tn}"
             + ("" if self.db else "_sb")
             + ("_at" if self.at else "")
+            + (f"_o{self.occ}" if self.occ > 1 else "")
         )
 
     def shared_bytes(self, itemsize: int) -> int:
@@ -245,6 +249,7 @@ def launch_gpu(tiles: GpuTiles, backend: Any, a: CubeTensor, b: CubeTensor, out:
         use_fma,
         tiles.db,
         tiles.at,
+        tiles.occ,
     )
 
 
@@ -263,8 +268,12 @@ def _gpu(tiles: GpuTiles) -> Callable[[Any, CubeTensor, CubeTensor, CubeTensor],
 #: limit). 4 x 4 per unit on 64 x 64 blocks for products with few 128-blocks per SM. (The
 #: H200 run of 16:05 2026-11-29, ``bench/results/gpu_2026-11-29_h200-evening.md``, measured
 #: 32.4 TFLOP/s = 0.63x torch through Vulkan with the first two-candidate set: 128x128x8, 64x64.)
-#: ``bench/gpu_matmul_f32.py`` ranks these and more variants on CUDA and Vulkan.
+#: ``bench/gpu_matmul_f32.py`` ranks these and more variants on CUDA and Vulkan. The first
+#: forces two cubes per SM on CUDA (``occ=2``: 128 registers, no spills): double buffering and a
+#: second cube hiding the barriers, 41.5 TFLOP/s = 0.84x torch at 4096² (H200, run 1 of
+#: ``bench/results/gpu_2026-11-29_h200-night.md``); elsewhere it is the k-major double-buffered tile.
 GPU_TILES = (
+    GpuTiles(128, 128, 16, 8, 8, at=True, occ=2),
     GpuTiles(128, 128, 16, 8, 8),
     GpuTiles(128, 128, 32, 8, 8, db=False, at=True),
     GpuTiles(128, 128, 8, 8, 8),
@@ -325,8 +334,13 @@ def _own_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> b
     return a.dtype is not dt.bool_
 
 
+def _tensor_core_dtype(a: CubeTensor) -> bool:
+    """f16/bf16 always; float32 (as tf32) only under precision "high" / "medium"."""
+    return a.dtype in (dt.float16, dt.bfloat16) or (a.dtype is dt.float32 and tf32_allowed())
+
+
 def _mma_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
-    if getattr(backend.client, "runtime", None) != "cuda" or a.dtype not in (dt.float16, dt.bfloat16):
+    if getattr(backend.client, "runtime", None) != "cuda" or not _tensor_core_dtype(a):
         return False
     from ...cube.runtime import cuda_mma
 
@@ -345,7 +359,7 @@ def _launch_mma(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> 
 
 
 def _wgmma_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
-    if getattr(backend.client, "runtime", None) != "cuda" or a.dtype not in (dt.float16, dt.bfloat16):
+    if getattr(backend.client, "runtime", None) != "cuda" or not _tensor_core_dtype(a):
         return False
     from ...cube.runtime import cuda_wgmma
 
@@ -364,9 +378,19 @@ def _launch_wgmma(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -
         _launch_tiled(backend, a, b, out)
 
 
+def _precision(backend: Any, a: CubeTensor) -> str:
+    """The key's precision field: float32 on CUDA is "tf32" under precision "high" / "medium"
+    (tensor-core candidates join) and "ieee" otherwise, so neither reuses the other's decision;
+    "-" for other dtypes and runtimes (they compute the same whatever the switch says)."""
+    if a.dtype is not dt.float32 or getattr(backend.client, "runtime", None) != "cuda":
+        return "-"
+    return "tf32" if tf32_allowed() else "ieee"
+
+
 def matmul_key(level: Any, backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> tuple[Any, ...]:
-    """(dtype, batch, m, n, k anchored; layouts of a and b; problem class; whether the runtime
-    runs a cube's units serially: the CPU, where shared-memory tiles do not pay)."""
+    """(dtype, batch, m, n, k anchored; layouts of a and b; problem class; float32 precision
+    (``_precision``); whether the runtime runs a cube's units serially: the CPU, where
+    shared-memory tiles do not pay). The last field stays last: priorities read ``key[-1]``."""
     batch, m, k, n = _dims(a, b)
     anchor = level.anchor
     return (
@@ -378,11 +402,12 @@ def matmul_key(level: Any, backend: Any, a: CubeTensor, b: CubeTensor, out: Cube
         layout_class(a.shape, a.strides),
         layout_class(b.shape, b.strides),
         problem_class(m, n, k),
+        _precision(backend, a),
         "serial" if backend.client.name == "cpu" else "parallel",
     )
 
 
-_KEY_FIELDS = ("dtype", "batch", "m", "n", "k", "a", "b", "class", "units")
+_KEY_FIELDS = ("dtype", "batch", "m", "n", "k", "a", "b", "class", "precision", "units")
 #: products up to this many multiply-adds (anchored) still time the naive and tiled kernels
 #: (256³: naive ~12 ms on the project's machine, 1024³: 1.85 s)
 MEDIUM_WORK = 1 << 24
@@ -427,6 +452,11 @@ def matmul_bound(key: tuple[Any, ...], tp: Any, backend: Any, a: CubeTensor, b: 
     size = a.dtype.itemsize
     flops = 2.0 * batch * m * n * k
     moved = float(size) * batch * (m * k + k * n + m * n)
+    if getattr(backend.client, "runtime", None) == "cuda" and _tensor_core_dtype(a):
+        # the probes measure FFMA: tensor cores (f16/bf16, and tf32 when allowed) run 8-15x
+        # faster, so only the memory term bounds them (a compute term would read as a wrong
+        # probe: the probes would re-run at every tuning and no search would end early)
+        return moved / tp.bandwidth + tp.launch_overhead
     return max(flops / tp.peak_for(size), moved / tp.bandwidth) + tp.launch_overhead
 
 
@@ -452,6 +482,9 @@ def _compare(ref: np.ndarray, got: np.ndarray) -> str | None:
     if np.isnan(g).any() and not np.isnan(r).any():
         return f"{int(np.isnan(g).sum())} elements are NaN (unwritten?)"
     tol = {2: 2e-2, 4: 1e-4, 8: 1e-10}.get(ref.dtype.itemsize, 1e-4)
+    if ref.dtype.itemsize == 4 and tf32_allowed():
+        # tf32 operands keep 10 mantissa bits (truncated by wgmma: 2^-10 relative per product)
+        tol = 4e-3
     scale = max(float(np.nanmax(np.abs(r))) if r.size else 0.0, 1e-30)
     err = float(np.nanmax(np.abs(g - r))) / scale if r.size else 0.0
     return f"max error {err:.3g} (relative to max |ref|) > {tol:g}" if err > tol else None

@@ -33,14 +33,29 @@ Design (a tile is 128 x BN outputs, BN = 256 or 128; K in steps of BK = 64):
   tile's operands while the consumers store the last one's). ``_choose`` picks per shape: the
   wide tile unless its partial last wave wastes more than the narrow tile's lower rate
   (``WIDE_SPEEDUP``), persistent blocks up to ``PERSISTENT_WAVES`` waves.
-* **Epilogue.** Straight from the accumulators (wgmma's D fragment: warp w of a consumer owns
-  rows 16w..16w+15; register 4j + 2h + e is row g + 8h, column 8j + 2t + e for lane 4g + t):
-  optional ``+ bias[n]`` then GELU (erf form, inlined), one rounding to the output type, stores
-  guarded by M and N.
+* **Epilogue.** From the accumulators (wgmma's D fragment: warp w of a consumer owns rows
+  16w..16w+15; register 4j + 2h + e is row g + 8h, column 8j + 2t + e for lane 4g + t), with an
+  optional ``+ bias[n]`` then GELU (erf form, ``em_gelu1``), stores guarded by M and N.
+  f32 outputs are stored straight from the registers (``em_store``). 16-bit outputs go through
+  the *staged epilogue* (default, persistent blocks): the consumers write ``acc + bias`` rounded
+  to the output type into a padded tile in shared memory and go on with the next tile; warps 1-3
+  of the producer warpgroup apply GELU and store whole rows with 16-byte accesses, overlapped
+  with the next tile's main loop; on a block's last tile the consumers drain with them. GELU
+  then sees the rounded sum, as an unfused ``gelu(mm + bias)`` does. Measured (H200, 17:55 UTC
+  run, before the GELU rewrite and the shared last drain): bf16 4096² matmul 0.178 ms staged vs
+  0.192 ms from the registers; bias + GELU 0.203 ms vs 0.209 ms.
 
 Edges come from TMA: loads outside the tensor are zero-filled, so M, N and K need not be
 multiples of the tile; the copy engine needs 16-byte global strides, hence K and N multiples of
 8. Batches: 3-d tensor maps (cols, rows, batch); an operand shared by the batch has step 0.
+
+tf32 (float32 operands while ``ember.set_float32_matmul_precision`` allows it; ``wgmma_source(tf32=
+True)``, ``_CONFIGS_TF32``): wgmma reads 32-bit operands K-major only (no transpose bit), so
+``_launch_tf32`` first transposes B into a pooled scratch (N, K) buffer (``em_transpose_f32``, 64 x
+64 shared tiles) and TMA loads B^T exactly like A. BK = 32 floats keeps 128-byte swizzled rows,
+the stage bytes and the 32-byte k-steps (``m64n{BN}k8``); f32 output, no epilogue. The tensor
+cores truncate the f32 bits to tf32 (as cuBLAS's kernels do). Measured on an H200: 316-339
+TFLOP/s, 0.77-0.87x torch, bench/results/tf32_2026-11-29_h200.md.
 
 Contract (``supports``): row-major contiguous ``a`` (M, K), ``b`` (K, N), ``out`` (M, N) of f32
 or the input type, bf16 or f16 inputs, K and N multiples of 8, 16-byte aligned base addresses, a
@@ -54,6 +69,7 @@ import itertools
 import math
 from typing import Any
 
+from ...precision import tf32_allowed
 from .cuda_mma import HALF_HELPERS
 
 __all__ = [
@@ -77,6 +93,8 @@ BM, BK = 128, 64
 BN, STAGES = 256, 4
 BN_NARROW, STAGES_NARROW = 128, 6
 GROUP_M = 16
+#: dynamic shared memory a block of compute capability 9.0 may have
+SMEM_LIMIT = 227 * 1024
 THREADS = 384
 #: a 128 x 256 tile does 1.11-1.2x the work of a 128 x 128 tile per unit of time (H200, 4096-8192²,
 #: bench/results/wgmma_2026-11-29_h200.md)
@@ -87,17 +105,29 @@ WIDE_SPEEDUP = 1.15
 PERSISTENT_WAVES = 10
 
 
-def smem_bytes(bn: int = BN, stages: int = STAGES) -> int:
+def smem_bytes(bn: int = BN, stages: int = STAGES, staged: bool = False) -> int:
     """Dynamic shared memory of a block: the ring, its 2 x stages mbarriers, 1 KiB of slack so
-    the ring can start on a 1024-byte boundary (the swizzle atoms' alignment)."""
-    return 1024 + stages * (BM * BK * 2 + BK * bn * 2) + 2 * stages * 8
+    the ring can start on a 1024-byte boundary (the swizzle atoms' alignment); ``staged``: the
+    staged epilogue's padded 128-row tile of 16-bit values and its two mbarriers."""
+    extra = BM * (bn * 2 + 16) + 16 if staged else 0
+    return 1024 + stages * (BM * BK * 2 + BK * bn * 2) + 2 * stages * 8 + extra
 
 
 _SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 
 
 def entry_name(in_dtype: str, out_dtype: str, bias_gelu: bool = False) -> str:
-    return f"em_wgmma_{_SHORT[in_dtype]}_{_SHORT[out_dtype]}" + ("_bias_gelu" if bias_gelu else "")
+    head = "tf32" if in_dtype == "float32" else _SHORT[in_dtype]  # float32 operands run as tf32
+    return f"em_wgmma_{head}_{_SHORT[out_dtype]}" + ("_bias_gelu" if bias_gelu else "")
+
+
+#: the entries of a tf32 source (``wgmma_source(tf32=True)``): the product and B's transpose
+TF32_ENTRIES = ("em_wgmma_tf32_f32", "em_transpose_f32")
+
+
+def _in_types() -> tuple[str, ...]:
+    """Operand types the kernels take now: float32 (as tf32) only while the precision switch allows it."""
+    return ("bfloat16", "float16", "float32") if tf32_allowed() else ("bfloat16", "float16")
 
 
 def entries() -> list[str]:
@@ -109,15 +139,17 @@ def entries() -> list[str]:
 
 
 def _wgmma_fn(n: int, kind: str) -> str:
-    """``em_wgmma_n{n}_{kind}(d, desc_a, desc_b)``: d += A(64x16, K-major) @ B(16xn, N-major)."""
+    """``em_wgmma_n{n}_{kind}(d, desc_a, desc_b)``: d += A(64x16, K-major) @ B(16xn, N-major);
+    tf32: A(64x8) @ B(8xn), both K-major (32-bit types have no transpose bits)."""
     regs = n // 2
     dlist = ", ".join(f"%{i}" for i in range(regs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
+    k, tail = (8, "") if kind == "tf32" else (16, ", 0, 1")
     return (
         f"__device__ __forceinline__ void em_wgmma_n{n}_{kind}(float (&d)[{regs}], uint64_t da, uint64_t db) {{\n"
         f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
-        f'                 "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} {{{dlist}}}, "\n'
-        f'                 "%{regs}, %{regs + 1}, p, 1, 1, 0, 1;\\n}}\\n"\n'
+        f'                 "wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{kind}.{kind} {{{dlist}}}, "\n'
+        f'                 "%{regs}, %{regs + 1}, p, 1, 1{tail};\\n}}\\n"\n'
         f'                 : {outs}\n'
         f'                 : "l"(da), "l"(db), "r"(1));\n'
         "}\n"
@@ -181,16 +213,28 @@ template <int R> __device__ __forceinline__ void em_fence_acc(float (&d)[R]) {
 #pragma unroll
     for (int i = 0; i < R; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
-/* GELU (erf form) of a pair; EM_GELU_CALL: a real call instead of 64 inlined copies (4000
-   instructions of straight-line epilogue per tile against 1600; measured slower all the same) */
+/* GELU, erf form: x * Phi(x) with Phi(x) = 1 - erfc(z) / 2 (x >= 0) or erfc(z) / 2, z = |x| / sqrt 2,
+   and erfc(z) = t * poly5(t) * exp(-z^2), t = 1 / (1 + p z) (Abramowitz & Stegun 7.1.26, |error| <=
+   1.5e-7 in erf; the coefficients below are halved). 12 instructions and 2 special-function ops
+   against erff's ~40 (the epilogue's cost); relative error <= 1.7e-4 where |gelu| > 1e-3 (below
+   half an ulp of f16), and no cancellation in the negative tail, unlike 0.5 x (1 + erff(...)). */
+__device__ __forceinline__ float em_gelu1(float x) {
+    const float z = fabsf(x) * 0.70710678118654752f;
+    float t;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fmaf(0.3275911f, z, 1.f)));
+    const float p = t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 0.5307027145f, -0.7265760135f), 0.7107068705f),
+                                     -0.142248368f), 0.127414796f);
+    const float h = p * __expf(-z * z);
+    return x * (x >= 0.f ? 1.f - h : h);
+}
+/* a pair; EM_GELU_CALL: a real call instead of 64 inlined copies (measured slower with erff) */
 #if EM_GELU_CALL
 __device__ __noinline__
 #else
 __device__ __forceinline__
 #endif
 float2 em_gelu2(float2 v) {
-    return make_float2(0.5f * v.x * (1.f + erff(v.x * 0.70710678118654752f)),
-                       0.5f * v.y * (1.f + erff(v.y * 0.70710678118654752f)));
+    return make_float2(em_gelu1(v.x), em_gelu1(v.y));
 }
 
 /* the epilogue of one consumer warpgroup: 64 x n accumulators at rows r0.., columns c0.. */
@@ -235,17 +279,85 @@ __device__ __forceinline__ void em_store(const float (&acc)[R], void *C, const v
 
 _KERNEL = r"""
 #define EM_BM 128
-#define EM_BK 64
-#define EM_A_BYTES (EM_BM * EM_BK * 2)            /* 128 rows x 128 bytes */
-#define EM_B_BYTES (EM_BK * EM_BN * 2)            /* BN / 64 chunks of 64 rows x 128 bytes */
+#define EM_BK (128 / EM_ES)                       /* a 128-byte swizzled row: 64 halves or 32 floats */
+#define EM_A_BYTES (EM_BM * EM_BK * EM_ES)        /* 128 rows x 128 bytes */
+#define EM_B_BYTES (EM_BK * EM_BN * EM_ES)        /* BN / 64 chunks of 64 rows x 128 bytes */
 #define EM_STAGE_BYTES (EM_A_BYTES + EM_B_BYTES)
 #define EM_ACC (EM_BN / 2)
+#define EM_SROW (EM_BN * 2 + 16)                  /* bytes per staged row (see em_stage_tile) */
+#define EM_STAGED_BYTES (EM_STAGED ? EM_BM * EM_SROW : 0)
+#define EM_DRAIN_ALL (96 + 256)                   /* drain warps and consumers on a block's last tile */
 
 extern __shared__ __align__(1024) unsigned char em_wg_smem[];
 
+/* The staged epilogue (EM_STAGED, 16-bit outputs). A consumer warpgroup writes its 64 x n
+   accumulators (+ bias) rounded to the output type into a row-padded tile in shared memory
+   (rows EM_SROW bytes apart: the +16 bytes put the 8 rows x 4 columns of a fragment store on 32
+   distinct banks), then goes on with the next tile's main loop; warps 1-3 of the producer
+   warpgroup apply GELU to the staged values and store whole rows with 16-byte accesses. GELU
+   thus runs on the rounded sum, as in an unfused ``gelu(mm + bias)``, while the tensor cores
+   keep running. f16: sums below the lowest finite value stage as that value, so GELU gives -0
+   (an infinite input would give NaN). */
+template <int BF16, int EPI, int R>
+__device__ __forceinline__ void em_stage_tile(const float (&acc)[R], unsigned char *sbuf, const void *bias, int N,
+                                              int n0, int r0, int tid) {
+    const int warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int j = 0; j < R / 4; ++j) {
+        const int cl = j * 8 + t4 * 2, col = n0 + cl;
+        float b0 = 0.f, b1 = 0.f;
+        if (EPI && col < N) {
+            const uint32_t bb = *(const uint32_t *)((const uint16_t *)bias + col);  /* col even: aligned pair */
+            b0 = BF16 ? em_bf16_f32((uint16_t)(bb & 0xFFFFu)) : em_f16_f32((uint16_t)(bb & 0xFFFFu));
+            b1 = BF16 ? em_bf16_f32((uint16_t)(bb >> 16)) : em_f16_f32((uint16_t)(bb >> 16));
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float v0 = acc[4 * j + 2 * h] + b0, v1 = acc[4 * j + 2 * h + 1] + b1;
+            if (EPI && !BF16) { v0 = fmaxf(v0, -65504.f); v1 = fmaxf(v1, -65504.f); }
+            const uint32_t lo = BF16 ? em_f32_bf16(v0) : em_f32_f16(v0);
+            const uint32_t hi = BF16 ? em_f32_bf16(v1) : em_f32_f16(v1);
+            *(uint32_t *)(sbuf + (r0 + warp * 16 + g + h * 8) * EM_SROW + cl * 2) = lo | (hi << 16);
+        }
+    }
+}
+
+/* one staged tile (rows m0.., columns n0..) out to C: 16-byte chunks, ``nt`` threads from ``t`` */
+template <int BF16, int EPI>
+__device__ __forceinline__ void em_drain_tile(const unsigned char *sbuf, uint16_t *C, int M, int N, int m0, int n0,
+                                              int t, int nt) {
+    const int per_row = EM_BN / 8;
+#pragma unroll 1
+    for (int c = t; c < EM_BM * per_row; c += nt) {
+        const int r = c / per_row, q = c - r * per_row;
+        const int row = m0 + r, col = n0 + q * 8;   /* N is a multiple of 8: a chunk is wholly in or out */
+        if (row < M && col < N) {
+            uint4 v = *(const uint4 *)(sbuf + r * EM_SROW + q * 16);
+            if (EPI) {
+                uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const uint16_t l = (uint16_t)(w[i] & 0xFFFFu), u = (uint16_t)(w[i] >> 16);
+                    const float2 gv = em_gelu2(BF16 ? make_float2(em_bf16_f32(l), em_bf16_f32(u))
+                                                    : make_float2(em_f16_f32(l), em_f16_f32(u)));
+                    const uint32_t lo = BF16 ? em_f32_bf16(gv.x) : em_f32_f16(gv.x);
+                    const uint32_t hi = BF16 ? em_f32_bf16(gv.y) : em_f32_f16(gv.y);
+                    w[i] = lo | (hi << 16);
+                }
+                v = make_uint4(w[0], w[1], w[2], w[3]);
+            }
+            *(uint4 *)(C + (size_t)row * N + col) = v;
+        }
+    }
+}
+
 template <int BF16>
 __device__ __forceinline__ void em_mma_step(float (&acc)[EM_ACC], uint64_t da, uint64_t db) {
+#if EM_TF32
+    EM_WGMMA_TF32(acc, da, db);
+#else
     if (BF16) EM_WGMMA_BF16(acc, da, db); else EM_WGMMA_F16(acc, da, db);
+#endif
 }
 
 /* EM_CL CTAs per cluster (1 or 2). With 2, the CTAs of a cluster take vertically adjacent tiles
@@ -263,10 +375,15 @@ __device__ __forceinline__ void em_release(uint32_t bar) {
 template <int BF16, int OUT, int EPI>
 __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap &tB, void *C, const void *bias,
                                                 int M, int N, int K, int batch, int a_bstep, int b_bstep) {
+    constexpr bool STAGED = EM_STAGED && OUT != 0;  /* 16-bit outputs only (see em_stage_tile) */
     const uint32_t raw = em_smem(em_wg_smem);
     const uint32_t ring = (raw + 1023u) & ~1023u;          /* swizzle atoms need 1024-byte alignment */
-    const uint32_t full = ring + EM_STAGES * EM_STAGE_BYTES; /* full[s] at full + 8s, empty[s] after */
+    /* the staged tile (EM_STAGED) follows the ring; full[s] at full + 8s, empty[s] after, then
+       the staged tile's barriers: sfull (256 consumer arrivals), sempty (96 drain arrivals) */
+    const uint32_t full = ring + EM_STAGES * EM_STAGE_BYTES + EM_STAGED_BYTES;
     const uint32_t empty = full + EM_STAGES * 8;
+    const uint32_t sfull = empty + EM_STAGES * 8, sempty = sfull + 8;
+    unsigned char *const sbuf = em_wg_smem + (ring - raw) + EM_STAGES * EM_STAGE_BYTES;
     const int wg = threadIdx.x >> 7, tid = threadIdx.x & 127;
 #if EM_CL == 1
     const int rank = 0;
@@ -288,6 +405,10 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
         for (int s = 0; s < EM_STAGES; ++s) {
             em_bar_init(full + 8 * s, 1);
             em_bar_init(empty + 8 * s, 2 * EM_CL);
+        }
+        if (STAGED) {
+            em_bar_init(sfull, 256);
+            em_bar_init(sempty, 96);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -318,21 +439,41 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
 #pragma unroll
                     for (int c = 0; c < EM_BN / 64 / EM_CL; ++c) {
                         const int ch = rank * (EM_BN / 64 / EM_CL) + c;
-                        const uint32_t dst = st + EM_A_BYTES + ch * (EM_BK * 128);
+                        const uint32_t dst = st + EM_A_BYTES + ch * 8192;  /* 64 rows x 128 bytes */
+#if EM_TF32  /* B^T (N, K): 64 rows of N, BK columns of K, K-major like A */
+                        const int bc0 = kt * EM_BK, bc1 = n0 + ch * 64;
+#else        /* B (K, N): BK rows of K, 64 columns of N */
+                        const int bc0 = n0 + ch * 64, bc1 = kt * EM_BK;
+#endif
 #if EM_CL == 1
-                        em_tma_3d(dst, &tB, full + 8 * s, n0 + ch * 64, kt * EM_BK, zb);
+                        em_tma_3d(dst, &tB, full + 8 * s, bc0, bc1, zb);
 #else
-                        em_tma_3d_multicast(dst, &tB, full + 8 * s, n0 + ch * 64, kt * EM_BK, zb, 0x3);
+                        em_tma_3d_multicast(dst, &tB, full + 8 * s, bc0, bc1, zb, 0x3);
 #endif
                     }
                 }
             }
         }
+        else if (STAGED && tid >= 32) {  /* warps 1-3: GELU and stores of the staged tiles, in the consumers' order */
+            int lt = 0;
+            for (int tile = cid; tile < total; tile += clusters, ++lt) {
+                const int z = tile / per_batch, id = tile - z * per_batch;
+                const int first = (id / per_group) * group, rows = min(nbc - first, group);
+                const int m0 = ((first + (id % per_group) % rows) * EM_CL + rank) * EM_BM;
+                const int n0 = ((id % per_group) / rows) * EM_BN;
+                /* the block's last tile: the consumers, done, drain with them (EM_DRAIN_ALL threads) */
+                const bool last = tile + clusters >= total;
+                em_bar_wait(sfull, lt & 1);
+                em_drain_tile<BF16, EPI>(sbuf, (uint16_t *)C + (size_t)z * M * N, M, N, m0, n0, tid - 32,
+                                         last ? EM_DRAIN_ALL : 96);
+                if (!last) em_bar_arrive(sempty);
+            }
+        }
     } else {  /* consumers: warpgroup 1 rows 0..63 of the tile, warpgroup 2 rows 64..127 */
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int cw = wg - 1;
-        int it = 0;
-        for (int tile = cid; tile < total; tile += clusters) {
+        int it = 0, lt = 0;
+        for (int tile = cid; tile < total; tile += clusters, ++lt) {
             const int z = tile / per_batch, id = tile - z * per_batch;
             const int first = (id / per_group) * group, rows = min(nbc - first, group);
             const int m0 = ((first + (id % per_group) % rows) * EM_CL + rank) * EM_BM;
@@ -347,9 +488,14 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
                 const uint32_t b = ring + s * EM_STAGE_BYTES + EM_A_BYTES;
                 em_fence_acc(acc);
                 asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+                /* 4 steps of 32 bytes of K (k16 halves or k8 floats) */
 #pragma unroll
-                for (int kk = 0; kk < EM_BK / 16; ++kk)
+                for (int kk = 0; kk < 4; ++kk)
+#if EM_TF32  /* B^T K-major like A: its BN rows are 8-row atoms 1024 bytes apart */
+                    em_mma_step<BF16>(acc, em_desc(a + kk * 32, 16, 1024), em_desc(b + kk * 32, 16, 1024));
+#else
                     em_mma_step<BF16>(acc, em_desc(a + kk * 32, 16, 1024), em_desc(b + kk * 2048, EM_BK * 128, 1024));
+#endif
                 asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
                 em_fence_acc(acc);
                 /* the group of the previous step has retired: its stage goes back to the producer(s) */
@@ -359,8 +505,19 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
             em_fence_acc(acc);
             if (KT > 0 && tid == 0) em_release(empty + 8 * ((it - 1) % EM_STAGES));
-            char *Cz = (char *)C + (size_t)z * M * N * (OUT == 0 ? 4 : 2);
-            em_store<BF16, OUT, EPI>(acc, Cz, bias, M, N, m0 + cw * 64, n0, tid);
+            if (STAGED) {
+                if (lt > 0) em_bar_wait(sempty, (lt - 1) & 1);  /* the drain warps are done with the last tile */
+                em_stage_tile<BF16, EPI>(acc, sbuf, bias, N, n0, cw * 64, tid);
+                em_bar_arrive(sfull);
+                if (tile + clusters >= total) {  /* no next tile: help drain this one (else a tail of GELU) */
+                    em_bar_wait(sfull, lt & 1);
+                    em_drain_tile<BF16, EPI>(sbuf, (uint16_t *)C + (size_t)z * M * N, M, N, m0, n0,
+                                             96 + cw * 128 + tid, EM_DRAIN_ALL);
+                }
+            } else {
+                char *Cz = (char *)C + (size_t)z * M * N * (OUT == 0 ? 4 : 2);
+                em_store<BF16, OUT, EPI>(acc, Cz, bias, M, N, m0 + cw * 64, n0, tid);
+            }
         }
     }
 #if EM_CL == 2
@@ -379,38 +536,99 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
              const void *bias, int M, int N, int K, int batch, int a_bstep, int b_bstep) {                \
         em_wgmma_kernel<BF16, OUT, EPI>(tA, tB, C, bias, M, N, K, batch, a_bstep, b_bstep);               \
     }
+#if EM_TF32
+EM_WGMMA(em_wgmma_tf32_f32, 0, 0, 0)
+
+/* B (K, N) -> B^T (N, K) per batch entry (source step ``step`` elements, destination packed):
+   64 x 64 tiles through shared memory (rows padded by one word: at most 2-way bank conflicts),
+   16-byte global loads along N and stores along K (the callers guarantee K and N multiples of
+   8 and 16-byte aligned bases and steps); the bits are copied as they are (wgmma truncates both
+   operands alike). 32 x 32 tiles of 4-byte accesses ran at 2.3 TB/s, half the copy rate. */
+extern "C" __global__ void __launch_bounds__(256) em_transpose_f32(const float *__restrict__ src,
+                                                                   float *__restrict__ dst, int rows, int cols,
+                                                                   long long step) {
+    __shared__ float tile[64][65];
+    const float *s = src + (size_t)blockIdx.z * (size_t)step;
+    float *d = dst + (size_t)blockIdx.z * rows * cols;
+    const int c0 = blockIdx.x * 64, r0 = blockIdx.y * 64;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  /* 64 rows x 16 chunks of 4 columns */
+        const int idx = threadIdx.x + 256 * i, r = idx >> 4, c = (idx & 15) * 4;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (r0 + r < rows && c0 + c < cols) v = *(const float4 *)(s + (size_t)(r0 + r) * cols + c0 + c);
+        tile[r][c] = v.x; tile[r][c + 1] = v.y; tile[r][c + 2] = v.z; tile[r][c + 3] = v.w;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  /* 64 destination rows (columns of B) x 16 chunks of 4 */
+        const int idx = threadIdx.x + 256 * i, c = idx >> 4, r = (idx & 15) * 4;
+        if (c0 + c < cols && r0 + r < rows)
+            *(float4 *)(d + (size_t)(c0 + c) * rows + r0 + r) =
+                make_float4(tile[r][c], tile[r + 1][c], tile[r + 2][c], tile[r + 3][c]);
+    }
+}
+#else
 EM_WGMMA(em_wgmma_bf16_f32, 1, 0, 0)
 EM_WGMMA(em_wgmma_bf16_bf16, 1, 1, 0)
 EM_WGMMA(em_wgmma_bf16_bf16_bias_gelu, 1, 1, 1)
 EM_WGMMA(em_wgmma_f16_f32, 0, 0, 0)
 EM_WGMMA(em_wgmma_f16_f16, 0, 1, 0)
 EM_WGMMA(em_wgmma_f16_f16_bias_gelu, 0, 1, 1)
+#endif
 """
 
 
 def wgmma_source(bn: int = BN, stages: int = STAGES, group_m: int = GROUP_M, gelu_call: bool = False,
-                 cluster: int = 1) -> str:
+                 cluster: int = 1, staged: bool = False, tf32: bool = False) -> str:
     """The kernel source for tiles of 128 x ``bn`` (128 or 256) and a ring of ``stages``;
     ``gelu_call``: the bias + GELU epilogue calls its GELU instead of inlining it (a quarter of
     the code, but slower: 0.231-0.236 ms against 0.209-0.223 inlined, bf16 4096²); ``cluster``
     2: pairs of CTAs share B through TMA multicast (the grid must then be even; not the default:
-    no gain beyond the run-to-run spread at 4096-8192², bench/results/wgmma_2026-11-29_h200.md)."""
+    no gain beyond the run-to-run spread at 4096-8192², bench/results/wgmma_2026-11-29_h200.md);
+    ``staged``: 16-bit outputs leave through the staged epilogue (``em_stage_tile``: warps of the
+    producer warpgroup apply GELU and store while the consumers run the next tile); ``tf32``: the
+    float32 source instead (entries ``em_wgmma_tf32_f32`` and the B transpose ``em_transpose_f32``):
+    BK = 32 floats, the same 128-byte rows, stage bytes and k-steps of 32 bytes; B is read as B^T
+    (N, K), K-major like A."""
+    if tf32 and staged:
+        raise ValueError("wgmma tiles: the staged epilogue is for 16-bit outputs; tf32 writes float32")
+    if smem_bytes(bn, stages, staged) > SMEM_LIMIT:
+        raise ValueError(f"wgmma tiles: {smem_bytes(bn, stages, staged)} bytes of shared memory > {SMEM_LIMIT}")
     if bn not in (128, 256) or not 2 <= stages <= 8 or cluster not in (1, 2) or group_m % cluster:
         raise ValueError(f"wgmma tiles: bn in (128, 256), 2 <= stages <= 8, cluster 1 or 2 (got {bn}, {stages}, "
                          f"{cluster})")
     head = f"#define EM_BN {bn}\n#define EM_STAGES {stages}\n#define EM_GROUP_M {group_m}\n"
-    head += f"#define EM_GELU_CALL {int(gelu_call)}\n#define EM_CL {cluster}\n"
-    fns = _wgmma_fn(bn, "bf16") + _wgmma_fn(bn, "f16")
-    macros = f"#define EM_WGMMA_BF16 em_wgmma_n{bn}_bf16\n#define EM_WGMMA_F16 em_wgmma_n{bn}_f16\n"
+    head += f"#define EM_GELU_CALL {int(gelu_call)}\n#define EM_CL {cluster}\n#define EM_STAGED {int(staged)}\n"
+    head += f"#define EM_TF32 {int(tf32)}\n#define EM_ES {4 if tf32 else 2}\n"
+    if tf32:
+        fns = _wgmma_fn(bn, "tf32")
+        macros = f"#define EM_WGMMA_TF32 em_wgmma_n{bn}_tf32\n"
+    else:
+        fns = _wgmma_fn(bn, "bf16") + _wgmma_fn(bn, "f16")
+        macros = f"#define EM_WGMMA_BF16 em_wgmma_n{bn}_bf16\n#define EM_WGMMA_F16 em_wgmma_n{bn}_f16\n"
     return head + _COMMON + fns + macros + _KERNEL
 
 
 WGMMA_SOURCE = wgmma_source()
 WGMMA_SOURCE_NARROW = wgmma_source(BN_NARROW, STAGES_NARROW)
-#: tile width -> (source, dynamic shared memory)
+#: the staged epilogue's tile takes a stage's room: 3 wide stages, 5 narrow ones
+STAGES_STAGED, STAGES_NARROW_STAGED = 3, 5
+WGMMA_SOURCE_STAGED = wgmma_source(BN, STAGES_STAGED, staged=True)
+WGMMA_SOURCE_NARROW_STAGED = wgmma_source(BN_NARROW, STAGES_NARROW_STAGED, staged=True)
+#: (tile width, staged epilogue) -> (source, dynamic shared memory)
 _CONFIGS = {
-    BN: (WGMMA_SOURCE, smem_bytes(BN, STAGES)),
-    BN_NARROW: (WGMMA_SOURCE_NARROW, smem_bytes(BN_NARROW, STAGES_NARROW)),
+    (BN, False): (WGMMA_SOURCE, smem_bytes(BN, STAGES)),
+    (BN_NARROW, False): (WGMMA_SOURCE_NARROW, smem_bytes(BN_NARROW, STAGES_NARROW)),
+    (BN, True): (WGMMA_SOURCE_STAGED, smem_bytes(BN, STAGES_STAGED, True)),
+    (BN_NARROW, True): (WGMMA_SOURCE_NARROW_STAGED, smem_bytes(BN_NARROW, STAGES_NARROW_STAGED, True)),
+}
+#: float32 operands as tf32 (precision "high" / "medium"): the same tiles, rings and stage bytes
+WGMMA_SOURCE_TF32 = wgmma_source(tf32=True)
+WGMMA_SOURCE_TF32_NARROW = wgmma_source(BN_NARROW, STAGES_NARROW, tf32=True)
+#: tile width -> (tf32 source, dynamic shared memory)
+_CONFIGS_TF32 = {
+    BN: (WGMMA_SOURCE_TF32, smem_bytes(BN, STAGES)),
+    BN_NARROW: (WGMMA_SOURCE_TF32_NARROW, smem_bytes(BN_NARROW, STAGES_NARROW)),
 }
 
 
@@ -434,7 +652,7 @@ def supports(a: Any, b: Any, out: Any, arch_sm: int) -> bool:
     """Whether the kernel takes these 2-d CubeTensors as they are (shapes, layouts, dtypes, arch)."""
     if arch_sm != 90 or len(a.shape) != 2 or len(b.shape) != 2 or len(out.shape) != 2:
         return False
-    if a.dtype.name not in ("bfloat16", "float16") or b.dtype is not a.dtype:
+    if a.dtype.name not in _in_types() or b.dtype is not a.dtype:
         return False
     if out.dtype.name not in ("float32", a.dtype.name):
         return False
@@ -465,8 +683,9 @@ _MAPS_MAX = 1024
 
 def _tensor_map(server: Any, dtype: str, addr: int, cols: int, rows: int, batch: int, bstride: int,
                 box_rows: int) -> Any:
-    """A 3-d tensor map over (cols, rows, batch) 16-bit elements (row stride ``cols``, batch stride
-    ``bstride`` elements), boxes of 64 x ``box_rows`` x 1, 128-byte swizzle, zero fill outside."""
+    """A 3-d tensor map over (cols, rows, batch) elements (row stride ``cols``, batch stride
+    ``bstride`` elements), boxes of one 128-byte row (64 16-bit elements or 32 floats) x
+    ``box_rows`` x 1, 128-byte swizzle, zero fill outside."""
     key = (server.index, dtype, addr, cols, rows, batch, bstride, box_rows)
     hit = _MAPS.get(key)
     if hit is not None:
@@ -475,6 +694,9 @@ def _tensor_map(server: Any, dtype: str, addr: int, cols: int, rows: int, batch:
     u64, u32 = cu.cuuint64_t, cu.cuuint32_t
     kind = cu.CUtensorMapDataType
     dtype_enum = kind.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 if dtype == "bfloat16" else kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+    size = 2
+    if dtype == "float32":
+        dtype_enum, size = kind.CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4
     if batch == 1:
         bstride = rows * cols  # never stepped; the encoder still wants a valid stride
     res = cu.cuTensorMapEncodeTiled(
@@ -482,8 +704,8 @@ def _tensor_map(server: Any, dtype: str, addr: int, cols: int, rows: int, batch:
         3,
         addr,
         [u64(cols), u64(rows), u64(batch)],
-        [u64(cols * 2), u64(bstride * 2)],
-        [u32(64), u32(box_rows), u32(1)],
+        [u64(cols * size), u64(bstride * size)],
+        [u32(128 // size), u32(box_rows), u32(1)],
         [u32(1), u32(1), u32(1)],
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
@@ -504,22 +726,35 @@ def _tensor_map(server: Any, dtype: str, addr: int, cols: int, rows: int, batch:
 
 def _launch(server: Any, a: tuple[int, int], b: tuple[int, int], out: int, bias: int, m: int, n: int, k: int,
             batch: int, in_dtype: str, out_dtype: str, source: str | None = None, bn: int | None = None,
-            smem: int | None = None, persistent: bool | None = None, cluster: int = 1) -> None:
+            smem: int | None = None, persistent: bool | None = None, cluster: int = 1,
+            staged: bool | None = None) -> None:
     """One launch over ``batch`` products: ``a`` / ``b`` are (address, batch stride in elements),
     stride 0 for an operand shared by the whole batch; ``out`` contiguous (batch, m, n). The tile
     config and grid come from ``_choose`` unless given (``source`` with its ``bn`` and ``smem``;
     ``persistent``: one block per multiprocessor walking the tiles, else one block per tile;
-    ``cluster``: the CTAs per cluster the source was generated for)."""
+    ``cluster``: the CTAs per cluster the source was generated for; ``staged``: the staged
+    epilogue, by default for 16-bit outputs, whose overlap needs persistent blocks: measured on
+    the H200, bf16 4096² 0.178 ms staged against 0.192 plain, 8192² 1.589 against 1.637). float32
+    (tf32): ``b`` is B^T, (batch, n, k) row-major (``_launch_tf32`` transposes)."""
     sms = server.info.multiprocessors
+    if source is None and in_dtype == "float32":
+        bn_auto, persistent_auto = _choose(m, n, batch, sms)
+        bn = bn or bn_auto
+        source, smem = _CONFIGS_TF32[bn]
+        persistent = persistent_auto if persistent is None else persistent
     if source is None:
         bn_auto, persistent_auto = _choose(m, n, batch, sms)
         bn = bn or bn_auto
-        source, smem = _CONFIGS[bn]
-        persistent = persistent_auto if persistent is None else persistent
+        staged = out_dtype != "float32" if staged is None else staged
+        source, smem = _CONFIGS[bn, staged]
+        persistent = (persistent_auto or staged) if persistent is None else persistent
     fn = server.raw_function(source, entry_name(in_dtype, out_dtype, bool(bias)), smem, WGMMA_ARCH)
     (pa, sa), (pb, sb) = a, b
     ta = _tensor_map(server, in_dtype, pa, k, m, batch if sa else 1, sa, BM)
-    tb = _tensor_map(server, in_dtype, pb, n, k, batch if sb else 1, sb, BK)
+    if in_dtype == "float32":  # B^T (n, k): K-major boxes of 64 rows, like A's
+        tb = _tensor_map(server, in_dtype, pb, k, n, batch if sb else 1, sb, 64)
+    else:
+        tb = _tensor_map(server, in_dtype, pb, n, k, batch if sb else 1, sb, BK)
     args = [
         ta,
         tb,
@@ -539,9 +774,46 @@ def _launch(server: Any, a: tuple[int, int], b: tuple[int, int], out: int, bias:
     server.launch_raw(fn, (units * cluster, 1, 1), (THREADS, 1, 1), args, smem)
 
 
+def _transpose_b(client: Any, source: str, b: tuple[int, int], k: int, n: int, batch: int) -> Any:
+    """B (k, n) of each batch entry (``b``: address, step; step 0: one matrix) transposed into a
+    pooled scratch buffer of (entries, n, k) floats; returned so it lives until the product is
+    queued (the pool recycles it in stream order after that)."""
+    server = client.server
+    (pb, sb), entries = b, (batch if b[1] else 1)
+    scratch = client.empty(4 * entries * n * k)
+    fn = server.raw_function(source, "em_transpose_f32", 0, WGMMA_ARCH)
+    for z0 in range(0, entries, 65535):  # grid.z limit
+        nz = min(65535, entries - z0)
+        args = [ctypes.c_uint64(pb + 4 * z0 * sb), ctypes.c_uint64(scratch.ptr + 4 * z0 * n * k), ctypes.c_int32(k),
+                ctypes.c_int32(n), ctypes.c_int64(sb)]
+        server.launch_raw(fn, (-(-n // 64), -(-k // 64), nz), (256, 1, 1), args, 0)
+    return scratch
+
+
+def _launch_tf32(client: Any, a: tuple[int, int], b: tuple[int, int], out: int, m: int, n: int, k: int,
+                 batch: int, bn: int | None = None, persistent: bool | None = None) -> None:
+    """float32 operands on the tf32 tensor cores: B (K, N) row-major is N-major, which wgmma reads
+    for 16-bit types only, so B^T goes to a scratch buffer first (one transpose launch), then
+    the product reads it with TMA exactly like A."""
+    sms = client.server.info.multiprocessors
+    bn_auto, persistent_auto = _choose(m, n, batch, sms)
+    bn = bn or bn_auto
+    source, smem = _CONFIGS_TF32[bn]
+    bt = _transpose_b(client, source, b, k, n, batch)
+    _launch(client.server, a, (bt.ptr, n * k if b[1] else 0), out, 0, m, n, k, batch, "float32", "float32", source,
+            bn, smem, persistent_auto if persistent is None else persistent)
+    del bt
+
+
 def matmul_wgmma(client: Any, a: Any, b: Any, out: Any, bias: Any = None) -> None:
-    """``out = a @ b`` (``gelu(a @ b + bias)`` with ``bias`` of shape (N,), out of the input type)."""
+    """``out = a @ b`` (``gelu(a @ b + bias)`` with ``bias`` of shape (N,), out of the input type;
+    float32 operands: tf32, no bias)."""
     (m, k), n = a.shape, b.shape[1]
+    if a.dtype.name == "float32":
+        if bias is not None:
+            raise ValueError("cuda_wgmma: the tf32 kernel has no bias + GELU epilogue")
+        _launch_tf32(client, (_addr(a), 0), (_addr(b), 0), _addr(out), m, n, k, 1)
+        return
     bias_addr = 0 if bias is None else _addr(bias)
     _launch(client.server, (_addr(a), 0), (_addr(b), 0), _addr(out), bias_addr, m, n, k, 1, a.dtype.name,
             out.dtype.name)
@@ -554,7 +826,7 @@ def candidate_valid(a: Any, b: Any) -> bool:
     client = a.client
     if getattr(client, "runtime", "") != "cuda" or _arch_sm(client.server.arch) != 90:
         return False
-    if a.dtype.name not in ("bfloat16", "float16") or b.dtype is not a.dtype:
+    if a.dtype.name not in _in_types() or b.dtype is not a.dtype:
         return False
     (m, k), n = a.shape[-2:], b.shape[-1]
     if not (m and k and n) or k % 8 or n % 8:
@@ -594,11 +866,18 @@ def candidate_launch(backend: Any, a: Any, b: Any, out: Any) -> None:
     nb = math.prod(batch)
     sa = _batch_step(batch, a.strides[:-2])
     sb = _batch_step(batch, b.strides[:-2])
+    tf32 = a.dtype.name == "float32"
     if sa is not None and sb is not None:
+        if tf32:
+            _launch_tf32(backend.client, (_addr(a), sa), (_addr(b), sb), _addr(out), m, n, k, nb)
+            return
         _launch(server, (_addr(a), sa), (_addr(b), sb), _addr(out), 0, m, n, k, nb, a.dtype.name, out.dtype.name)
         return
     for idx in itertools.product(*(range(s) for s in batch)):
         pa = _addr(a) + size * sum(i * s for i, s in zip(idx, a.strides))
         pb = _addr(b) + size * sum(i * s for i, s in zip(idx, b.strides))
         po = _addr(out) + osize * sum(i * s for i, s in zip(idx, out.strides))
-        _launch(server, (pa, 0), (pb, 0), po, 0, m, n, k, 1, a.dtype.name, out.dtype.name)
+        if tf32:
+            _launch_tf32(backend.client, (pa, 0), (pb, 0), po, m, n, k, 1)
+        else:
+            _launch(server, (pa, 0), (pb, 0), po, 0, m, n, k, 1, a.dtype.name, out.dtype.name)
