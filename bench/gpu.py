@@ -15,6 +15,7 @@ Rows (issue 7's goals in the last column):
   chain8          8 elementwise ops on 256M f32: ember fused (Device.cuda()), ember eager, torch eager
   sum / softmax   sum of 256M f32; softmax over rows of (32768, 8192) f32
   matmul          f32 at 4096 (ember's choice and each candidate that finishes) vs torch (no tf32)
+  tf32            f32 at 4096 and 8192 under set_float32_matmul_precision("high") vs torch allow_tf32
   mma             bf16/f16 at 4096 and 8192: the wgmma (TMA) and mma.sync kernels vs torch; bf16 4096
                   matmul + bias + GELU epilogue vs the same kernel alone and torch eager
   per-op          tiny add: eager launch, fusion registration, realised round trip (.item())
@@ -253,6 +254,35 @@ def bench_matmul(reps: int, size: int = 4096) -> None:
             f"{flops / t / 1e12:.1f} vs {flops / t_t / 1e12:.1f} TFLOP/s; rel err {rel:.1e}", ">= 0.9x torch")
 
 
+def bench_tf32(reps: int) -> None:
+    """float32 on the tf32 tensor cores (``ember.set_float32_matmul_precision("high")``: wgmma +
+    TMA after B's transpose, the tuned choice through the public API) vs torch with
+    ``allow_tf32`` on the same inputs; both switches restored after."""
+    before, flag = ember.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32
+    ember.set_float32_matmul_precision("high")
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        c = client_of(EAGER)
+        for size in (4096, 8192):
+            at, bt = torch.randn(size, size, device="cuda"), torch.randn(size, size, device="cuda")
+            torch.cuda.synchronize()
+            a, b = ember.from_dlpack(at), ember.from_dlpack(bt)
+            flops = 2 * size**3
+            t_t = torch_time(lambda at=at, bt=bt: at @ bt, reps)
+            t_e = ember_time(c, lambda a=a, b=b: _cube_primitive(a @ b), reps)
+            got = torch.from_dlpack(a @ b).double()
+            c.sync()
+            ref = at.double() @ bt.double()
+            rel = float((got - ref).norm() / ref.norm())
+            row(f"matmul tf32 {size} [public a@b]", t_e, t_t, "torch tf32",
+                f"{flops / t_e / 1e12:.0f} vs {flops / t_t / 1e12:.0f} TFLOP/s; rel err vs f64 {rel:.1e}",
+                ">= 0.8x torch")
+            del at, bt, a, b, got, ref
+    finally:
+        ember.set_float32_matmul_precision(before)
+        torch.backends.cuda.matmul.allow_tf32 = flag
+
+
 def bench_mma(reps: int) -> None:
     """The tensor-core kernels (``cuda_wgmma``: wgmma + TMA on sm_90a, the top candidate;
     ``cuda_mma``: mma.sync) vs torch (cuBLAS)."""
@@ -295,6 +325,30 @@ def bench_mma(reps: int) -> None:
         rel = float((out.float() - ref).norm() / ref.norm())
         row(f"bf16 4096 mm+bias+gelu [{name}]", t_epi, t_torch, "torch eager",
             f"{t_epi / t_mm:.3f}x our mm alone ({t_mm * 1e3:.3f} ms); rel err {rel:.1e}", "<= 1.05x mm, < torch")
+    # the same through the public API on the fused device: the matmul-epilogue fuser's tuned choice
+    # against the tuned matmul alone (each call drained: launches queued, no host wait)
+    x, w, b = (to_ember(t, FUSED) for t in (at, bt, bias))
+    c = client_of(FUSED)
+
+    def public(epilogue: bool):
+        y = (x @ w + b).gelu() if epilogue else x @ w
+        _cube_primitive(y)
+        return y
+
+    rel = float((torch.from_dlpack(public(True)).float() - ref).norm() / ref.norm())
+    t_mm = ember_time(c, lambda: public(False), reps)
+    t_epi = ember_time(c, lambda: public(True), reps)
+    row("bf16 4096 gelu(x@w+b) [public API]", t_epi, t_torch, "torch eager",
+        f"{t_epi / t_mm:.3f}x x@w on the same device ({t_mm * 1e3:.3f} ms); rel err {rel:.1e}; "
+        f"{_epilogue_choice()}", "<= 1.05x mm, < torch")
+
+
+def _epilogue_choice() -> str:
+    """The matmul-epilogue tuner's in-memory winners (which candidate the public row ran)."""
+    from ember.autotune import tuner
+
+    names = sorted({w.name for k, w in tuner._decisions.items() if k[1] == "matmul_epilogue"})
+    return "epilogue winner " + ",".join(names) if names else "no epilogue decision"
 
 
 def bench_per_op(n: int = 2000) -> None:
@@ -390,6 +444,7 @@ def main() -> int:
         ("reduce", lambda: bench_reduce(reps, bw)),
         ("matmul", lambda: bench_matmul(reps)),
         ("mma", lambda: bench_mma(reps)),
+        ("tf32", lambda: bench_tf32(reps)),
         ("per-op", bench_per_op),
         ("start", bench_start),
     ):

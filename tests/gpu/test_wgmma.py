@@ -110,19 +110,21 @@ def test_batches_one_launch_and_per_entry(hopper, rng):
     check(get(hopper, out), np.broadcast_to(a, (2, 3, m, k)).astype(np.float64) @ b.astype(np.float64), np.float32)
 
 
+@pytest.mark.parametrize("staged", [False, True])
 @pytest.mark.parametrize("bn", [256, 128])
 @pytest.mark.parametrize("persistent", [False, True])
 @pytest.mark.parametrize("name", ["bfloat16", "float16"])
-def test_both_tile_widths_both_grids(hopper, rng, bn, persistent, name):
+def test_both_tile_widths_both_grids(hopper, rng, bn, persistent, name, staged):
     """Each tile config the shape choice can pick, with one block per tile and with persistent
-    blocks (several tiles per block: the ring's phases run on across tiles), then bias + GELU."""
+    blocks (several tiles per block: the ring's phases run on across tiles), then bias + GELU;
+    ``staged``: the 16-bit outputs leave through the staged epilogue (drain warps)."""
     from ember.cube.runtime import cuda_wgmma as W
 
     d = ember.dtype.as_dtype(name)
     m, n, k, batch = 1160, 1800, 712, 2  # ragged; 160 (wide) or 300 (narrow) tiles: > 132 multiprocessors
     a, b, bias = randn(rng, (batch, m, k), d), randn(rng, (k, n), d), randn(rng, n, d)
     ta, tb, tbias = put(hopper, a), put(hopper, b), put(hopper, bias)
-    src, smem = W._CONFIGS[bn]
+    src, smem = W._CONFIGS[bn, staged]
     want = a.astype(np.float64) @ b.astype(np.float64)
     for out_np in (np.float32, d.np):
         out = put(hopper, np.full((batch, m, n), np.nan, out_np))
@@ -152,8 +154,9 @@ def test_public_matmul_offers_wgmma_and_is_right(hopper, rng):
     check(np.asarray(got), a.astype(np.float64) @ b.astype(np.float64), ember.bfloat16.np)
 
 
+@pytest.mark.parametrize("staged", [False, True])
 @pytest.mark.parametrize("persistent", [False, True])
-def test_cluster_pairs_sharing_b(hopper, rng, persistent):
+def test_cluster_pairs_sharing_b(hopper, rng, persistent, staged):
     """Clusters of 2 CTAs (B multicast to both, stages released by the consumers of both):
     an odd number of block rows (the last pair's second tile lies wholly outside M), a batch,
     then bias + GELU."""
@@ -163,7 +166,8 @@ def test_cluster_pairs_sharing_b(hopper, rng, persistent):
     m, n, k, batch = 1288, 1800, 712, 2
     a, b, bias = randn(rng, (batch, m, k), d), randn(rng, (k, n), d), randn(rng, n, d)
     ta, tb, tbias = put(hopper, a), put(hopper, b), put(hopper, bias)
-    src, smem = W.wgmma_source(W.BN, W.STAGES, cluster=2), W.smem_bytes(W.BN, W.STAGES)
+    stages = W.STAGES_STAGED if staged else W.STAGES
+    src, smem = W.wgmma_source(W.BN, stages, cluster=2, staged=staged), W.smem_bytes(W.BN, stages, staged)
     want = a.astype(np.float64) @ b.astype(np.float64)
     out = put(hopper, np.full((batch, m, n), np.nan, np.float32))
     W._launch(hopper.server, (W._addr(ta), m * k), (W._addr(tb), 0), W._addr(out), 0, m, n, k, batch, "bfloat16",
@@ -173,3 +177,32 @@ def test_cluster_pairs_sharing_b(hopper, rng, persistent):
     W._launch(hopper.server, (W._addr(ta), 0), (W._addr(tb), 0), W._addr(out), W._addr(tbias), m, n, k, 1,
               "bfloat16", "bfloat16", src, W.BN, smem, persistent, 2)
     check(get(hopper, out), gelu(want[0] + bias.astype(np.float64)), d.np)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16"])
+def test_gelu_of_matmul_plus_bias_through_the_fuser(hopper, rng, name):
+    """``gelu(a @ w + b)`` on the fused ``Device.cuda()`` is right whichever epilogue candidate the
+    tuner picks; the wgmma bias + GELU candidate itself is right when called directly (the tuner
+    may prefer another), and falls back for a residual it cannot take."""
+    from ember import Device
+    from ember.backends.fusion.fusers import matmul_epilogue as me
+
+    d = ember.dtype.as_dtype(name)
+    m, k, n = 520, 264, 776
+    a, w, bias = randn(rng, (m, k), d), randn(rng, (k, n), d), randn(rng, n, d)
+    dev = Device.cuda()
+    ta, tw, tb = (ember.tensor(x, device=dev) for x in (a, w, bias))
+    want = gelu(a.astype(np.float64) @ w.astype(np.float64) + bias.astype(np.float64))
+    check(np.asarray((ta @ tw + tb).gelu().numpy()), want, d.np)
+
+    pa, pw, pb = put(hopper, a), put(hopper, w), put(hopper, bias)
+    prog = next(iter(me._BIAS_GELU))
+    # the fuser's scalars carry the block's dtype (f32 constants beside bf16 lines do not mix)
+    job = me._Job(prog, "test", (pb,), ((0.5**0.5, d), (1.0, d), (0.5, d)), d)
+    backend = Device.cuda(fusion=False).backend().inner
+    assert me._tensor_core_valid(backend, pa, pw, job)
+    check(get(hopper, me._tensor_core(backend, pa, pw, job)), want, d.np)
+    r = randn(rng, (m, n), d)
+    job.extra = (put(hopper, r),)  # a full residual: the kernel's bias row cannot take it
+    want_r = gelu(a.astype(np.float64) @ w.astype(np.float64) + r.astype(np.float64))
+    check(get(hopper, me._tensor_core(backend, pa, pw, job)), want_r, d.np)

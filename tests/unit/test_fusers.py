@@ -118,6 +118,43 @@ def test_matmul_bias_gelu_is_one_block(rng: np.random.Generator, dtype: type) ->
     np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
 
 
+def _epilogue_jobs(monkeypatch: pytest.MonkeyPatch) -> list:
+    """The epilogue jobs the tuner's candidates see (every drained matmul-epilogue block)."""
+    from ember.backends.fusion.fusers import matmul_epilogue as me
+
+    jobs: list = []
+    for c in me.EPILOGUE_TUNABLES.candidates:
+        fn = c.fn
+        monkeypatch.setattr(c, "fn", lambda bk, a, b, job, fn=fn: (jobs.append(job), fn(bk, a, b, job))[1])
+    return jobs
+
+
+@pytest.mark.parametrize("form", ["gelu(a@w+b)", "gelu(b+a@w)", "relu(a@w+b)", "gelu(a@w+b)*2", "gelu(a@w+r)"])
+def test_the_tensor_core_candidate_recognises_bias_gelu_only(rng: np.random.Generator, monkeypatch, form) -> None:
+    """The CUDA wgmma bias + GELU candidate is offered for exactly ``gelu(a @ w + bias)`` (either
+    operand order); other epilogues (another activation, a scale after, a full residual) are
+    not recognised. On the CPU its validity check refuses the runtime."""
+    from ember.backends.fusion.fusers import matmul_epilogue as me
+
+    jobs = _epilogue_jobs(monkeypatch)
+    a = rng.standard_normal((24, 16)).astype(np.float32)
+    w = rng.standard_normal((16, 40)).astype(np.float32)
+    b = rng.standard_normal(40).astype(np.float32)
+    r = rng.standard_normal((24, 40)).astype(np.float32)
+    ta, tw, tb, tr = _t(a), _t(w), _t(b), _t(r)
+    out = {  # the product is never held: it must be unobserved for the block to form
+        "gelu(a@w+b)": lambda: (ta @ tw + tb).gelu(),
+        "gelu(b+a@w)": lambda: (tb + ta @ tw).gelu(),
+        "relu(a@w+b)": lambda: (ta @ tw + tb).relu(),
+        "gelu(a@w+b)*2": lambda: (ta @ tw + tb).gelu() * 2.0,
+        "gelu(a@w+r)": lambda: (ta @ tw + tr).gelu(),
+    }[form]()
+    out.numpy()
+    assert jobs
+    assert {me._is_bias_gelu(j) for j in jobs} == {form in ("gelu(a@w+b)", "gelu(b+a@w)")}
+    assert not me._tensor_core_valid(fusion_backend(DEV).inner, None, None, jobs[0])  # not a CUDA runtime
+
+
 def test_matmul_whose_product_is_kept_is_not_fused_with_its_epilogue(rng: np.random.Generator) -> None:
     a, w = rng.standard_normal((16, 8)).astype(np.float32), rng.standard_normal((8, 24)).astype(np.float32)
     ta, tw = _t(a), _t(w)

@@ -11,7 +11,9 @@ read through their strides, broadcast for free.
 Whether fusing pays is a tuning decision (``EPILOGUE_TUNABLES``): the fused kernel is the
 register-blocked candidate, so where another matmul candidate wins by more than the
 epilogue's pass costs (BLAS on the CPU runtime for large f32 products), the tuned matmul
-followed by one fused elementwise kernel runs instead. Both are timed once per key.
+followed by one fused elementwise kernel runs instead. On CUDA, ``gelu(a @ b + bias)`` in
+f16/bf16 has a third candidate: the Hopper tensor-core kernel with its own bias + GELU epilogue
+(``cuda_wgmma``), recognised by the block's program. All are timed once per key.
 """
 
 from __future__ import annotations
@@ -115,13 +117,73 @@ def _separate(backend: Any, a: Any, b: Any, job: _Job) -> Any:
     return run_fused(backend, prog, [*job.extra, c], job.scalars, [(c.shape, job.dtype)])[0]
 
 
+#: the program of ``gelu(a @ b + bias)`` (erf form, as ``functional.gelu`` decomposes it): the
+#: product plus extra input 0, times 1/sqrt 2, erf, plus 1, times the sum and 0.5
+_BIAS_GELU = {
+    (("acc",), ("in", 0), ("binary", "add", x, y), ("scalar", 0), ("binary", "mul", 2, 3), ("unary", "erf", 4),
+     ("scalar", 1), ("binary", "add", 5, 6), ("scalar", 2), ("binary", "mul", 2, 8), ("binary", "mul", 9, 7),
+     ("out", 0, 10))
+    for x, y in ((0, 1), (1, 0))
+}
+
+
+def _is_bias_gelu(job: _Job) -> bool:
+    if job.prog not in _BIAS_GELU or len(job.extra) != 1 or len(job.extra[0].shape) != 1:
+        return False  # a bias row (N,), not a residual
+    consts = tuple(float(v) for v, _ in job.scalars)
+    return abs(consts[0] - 0.5**0.5) < 1e-7 and consts[1:] == (1.0, 0.5)
+
+
+def _tensor_core_valid(backend: Any, a: Any, b: Any, job: _Job) -> bool:
+    """The Hopper tensor-core kernel's own bias + GELU epilogue (``cuda_wgmma``): CUDA, 16-bit
+    operands and output, 2-d, the bias + GELU program (the launch checks the rest per call)."""
+    from .... import dtype as dt
+
+    return (
+        getattr(backend.client, "runtime", None) == "cuda"
+        and a.dtype in (dt.float16, dt.bfloat16)
+        and b.dtype is a.dtype
+        and job.dtype is a.dtype
+        and len(a.shape) == len(b.shape) == 2
+        and _is_bias_gelu(job)
+    )
+
+
+def _tensor_core(backend: Any, a: Any, b: Any, job: _Job) -> Any:
+    """``gelu(a @ b + bias)`` in one wgmma launch (the staged epilogue applies GELU while the
+    next tile's products run); shapes or layouts the kernel does not take (a decision covers a
+    whole size bucket) run ``_separate``."""
+    from ....cube.runtime import cuda_wgmma
+
+    (bias,) = job.extra
+    m, n = a.shape[0], b.shape[1]
+    out = backend._empty((m, n), job.dtype)
+    server = backend.client.server
+    ok = (
+        cuda_wgmma._arch_sm(server.arch) == 90
+        and bias.shape == (n,)
+        and bias.strides == (1,)
+        and bias.dtype is a.dtype
+        and cuda_wgmma._addr(bias) % 4 == 0
+        and cuda_wgmma.supports(a, b, out, 90)
+    )
+    if not ok:
+        return _separate(backend, a, b, job)
+    cuda_wgmma.matmul_wgmma(backend.client, a, b, out, bias)
+    return out
+
+
 def _key(level: Any, backend: Any, a: Any, b: Any, job: _Job) -> tuple[Any, ...]:
     return (*matmul_key(level, backend, a, b, None), job.digest)
 
 
 EPILOGUE_TUNABLES = autotune.TunableSet(
     "matmul_epilogue",
-    [autotune.Tunable("fused", _fused, 0, 1), autotune.Tunable("separate", _separate, 0, 0)],
+    [
+        autotune.Tunable("fused", _fused, 0, 1),
+        autotune.Tunable("separate", _separate, 0, 0),
+        autotune.Tunable("wgmma_bias_gelu", _tensor_core, 0, 2, valid=_tensor_core_valid),
+    ],
     key=_key,
     key_fields=(*_KEY_FIELDS, "epilogue"),
     bound=lambda key, tp, backend, a, b, job: matmul_bound(key, tp, backend, a, b, None),
