@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 
 __all__ = [
@@ -22,19 +21,30 @@ BOOL, INT, FLOAT = 0, 1, 2
 
 
 class DType:
-    __slots__ = ("name", "np", "itemsize", "category", "rank", "is_floating_point", "is_signed",
+    __slots__ = ("name", "_np", "itemsize", "category", "rank", "is_floating_point", "is_signed",
                  "_np_compute")
 
-    def __init__(self, name: str, npdtype: Any, category: int, rank: int) -> None:
+    def __init__(self, name: str, npdtype: Any, category: int, rank: int, itemsize: int = 0) -> None:
+        """``npdtype`` None: the numpy dtype comes from ``_resolve_np`` at first use (bfloat16:
+        ml_dtypes costs ~20-30 ms of ``import ember``); ``itemsize`` must then be given."""
         self.name = name
-        self.np = np.dtype(npdtype)
-        self.itemsize = self.np.itemsize
+        self._np = None if npdtype is None else np.dtype(npdtype)
+        self.itemsize = itemsize or self._np.itemsize
         self.category = category
         self.rank = rank
         self.is_floating_point = category == FLOAT
         self.is_signed = name not in ("uint8", "bool")
         # half types compute in float32 (as the GPU kernels do); others in themselves
-        self._np_compute = np.dtype(np.float32) if name in ("float16", "bfloat16") else self.np
+        self._np_compute = np.dtype(np.float32) if name in ("float16", "bfloat16") else self._np
+
+    @property
+    def np(self) -> np.dtype:
+        """The numpy dtype of this type's elements."""
+        n = self._np
+        if n is None:
+            n = self._np = _resolve_np(self.name)
+            _BY_NP[n] = self
+        return n
 
     @property
     def compute(self) -> np.dtype:
@@ -53,7 +63,7 @@ uint8 = DType("uint8", np.uint8, INT, 1)
 int32 = DType("int32", np.int32, INT, 2)
 int64 = DType("int64", np.int64, INT, 3)
 float16 = DType("float16", np.float16, FLOAT, 4)
-bfloat16 = DType("bfloat16", ml_dtypes.bfloat16, FLOAT, 4)
+bfloat16 = DType("bfloat16", None, FLOAT, 4, itemsize=2)
 float32 = DType("float32", np.float32, FLOAT, 5)
 float64 = DType("float64", np.float64, FLOAT, 6)
 
@@ -65,7 +75,25 @@ _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "half": float16,
                  "long": int64, "int": int32, "f32": float32, "f64": float64, "f16": float16,
                  "bf16": bfloat16, "i32": int32, "i64": int64, "u8": uint8})
-_BY_NP: dict[np.dtype, DType] = {d.np: d for d in ALL}
+#: numpy dtype -> DType; bfloat16 joins when its numpy dtype is first needed (``_by_np``)
+_BY_NP: dict[np.dtype, DType] = {d._np: d for d in ALL if d._np is not None}
+
+
+def _resolve_np(name: str) -> np.dtype:
+    import ml_dtypes
+
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+def _by_np(npd: np.dtype) -> DType:
+    """``_BY_NP[npd]``, resolving the lazy numpy dtypes first on a miss (raises KeyError)."""
+    try:
+        return _BY_NP[npd]
+    except KeyError:
+        for d in ALL:
+            if d._np is None and d.name == getattr(npd, "name", None):
+                d.np  # noqa: B018 - resolves and registers it
+        return _BY_NP[npd]
 
 _default_float = float32
 
@@ -98,7 +126,7 @@ def as_dtype(d: Any) -> DType:
     if d is float:
         return _default_float
     try:
-        return _BY_NP[np.dtype(d)]
+        return _by_np(np.dtype(d))
     except (KeyError, TypeError):
         from .errors import DTypeError
 
@@ -108,6 +136,10 @@ def as_dtype(d: Any) -> DType:
 def from_numpy_dtype(npd: np.dtype) -> DType:
     try:
         return _BY_NP[npd]
+    except KeyError:
+        pass
+    try:
+        return _by_np(npd)
     except KeyError:
         from .errors import DTypeError
 
