@@ -222,12 +222,57 @@ def test_row_and_column_broadcasts_run_in_lines(rng: np.random.Generator, shape:
     np.testing.assert_array_equal(out, ref)
 
 
-def test_a_few_long_rows_keep_the_cube_splitting_reduction(rng: np.random.Generator) -> None:
-    """The fused reduction runs a unit or a cube per row: a large 1-d sum stays with the
-    elementwise kernel and the unfused reduction, which splits the row over many cubes."""
+def test_a_few_long_rows_are_split_into_chunks(rng: np.random.Generator) -> None:
+    """The fused reduction runs a unit or a cube per row: a large 1-d sum is split into chunks
+    (fused) whose partials the unfused reduction combines, so the prologue's result is never
+    written."""
+    from ember.backends.fusion.fusers.reduce_prologue import _split
+
     a = rng.standard_normal(1 << 18).astype(np.float32)
     x = _t(a)
     with ember.inspect_fusion(DEV) as rec:
         out = (x * x + 1.0).sum().numpy()
-    assert "reduce_prologue" not in [b.fuser for b in rec.blocks], rec
+    assert rec.blocks[-1].fuser == "reduce_prologue", rec
     np.testing.assert_allclose(out, (a.astype(np.float64) ** 2 + 1).sum(), rtol=1e-5)
+    assert _split(1, 1 << 18) == 256 and _split(1, 1 << 28) == 4096 and _split(300, 1 << 20) == 1
+    assert _split(1, 3**11) == 0 and _split(2, 1000) == 1  # no power-of-two factor; small input
+
+
+def test_a_long_row_without_a_power_of_two_factor_is_not_claimed(rng: np.random.Generator) -> None:
+    a = rng.standard_normal(3**11).astype(np.float32)
+    x = _t(a)
+    with ember.inspect_fusion(DEV) as rec:
+        out = (x * 0.5).sum().numpy()
+    assert "reduce_prologue" not in [b.fuser for b in rec.blocks], rec
+    np.testing.assert_allclose(out, (a.astype(np.float64) * 0.5).sum(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("op", ["sum", "amax", "amin"])
+def test_split_rows_with_strided_and_broadcast_inputs(rng: np.random.Generator, op: str) -> None:
+    """Split chunks read every input through its strides: a transposed operand, a per-row
+    column and a per-column row broadcast."""
+    base = rng.standard_normal((1 << 15, 8)).astype(np.float32)
+    m = rng.standard_normal((8, 1)).astype(np.float32)
+    v = rng.standard_normal(1 << 15).astype(np.float32)
+    xt, tm, tv = _t(base).t(), _t(m), _t(v)
+    with ember.inspect_fusion(DEV) as rec:
+        e = ((xt - tm) * tv * 0.25).tanh()
+        r = getattr(e, op)(-1)
+        del e
+        out = r.numpy()
+    assert rec.blocks[-1].fuser == "reduce_prologue", rec
+    w = np.tanh((base.T.astype(np.float64) - m) * v * 0.25)
+    ref = {"sum": w.sum(-1), "amax": w.max(-1), "amin": w.min(-1)}[op]
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.int32])
+def test_split_rows_accumulate_wide_and_return_the_reduction_dtype(rng: np.random.Generator, dtype: type) -> None:
+    a = (rng.standard_normal(1 << 17) * (0.05 if dtype is np.float16 else 4)).astype(dtype)  # f16: sum < 65504
+    x = _t(a)
+    with ember.inspect_fusion(DEV) as rec:
+        out = (x * x).sum().numpy()
+    assert rec.blocks[-1].fuser == "reduce_prologue", rec
+    want = (a.astype(np.float64) ** 2).sum() if dtype is np.float16 else (a.astype(np.int64) ** 2).sum()
+    assert out.dtype == (np.float16 if dtype is np.float16 else np.int64)
+    np.testing.assert_allclose(out.astype(np.float64), want, rtol=2e-3 if dtype is np.float16 else 0)

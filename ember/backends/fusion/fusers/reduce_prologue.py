@@ -4,9 +4,16 @@ kernel that computes the prologue while reading (fuse-on-read): no intermediate 
 
 The block is a run of elementwise ops over one shape ``S`` ending in ``sum``/``prod``/
 ``max``/``min`` over the last axis of the run's result, with no intermediate observed after
-the block, and enough rows to fill the device (``MIN_ROWS``) unless the input is small.
-``reduce.run_fused_reduce`` runs it; its float sums agree with the unfused reduction to
-rounding (a different accumulation order), not bit for bit.
+the block. ``reduce.run_fused_reduce`` runs it; its float sums agree with the unfused reduction
+to rounding (a different accumulation order), not bit for bit.
+
+The fused kernel gives each row one unit or one cube, so a large input needs enough rows to
+fill the device (``MIN_ROWS``). Fewer, longer rows (a 1-d ``chain(x).sum()``) are *split*: the
+last axis L becomes (s, L / s) (a view of every input, whatever its strides), the fused kernel
+reduces the chunks, and the unfused reduction combines the s partials of each row. s is a
+power of two dividing L that leaves chunks of at least ``MIN_CHUNK`` elements (``_split``); a
+row length without such a factor is not claimed (the elementwise kernel and the unfused
+reduction run).
 """
 
 from __future__ import annotations
@@ -27,6 +34,26 @@ _REDUCE = frozenset({"sum", "prod", "max", "min"})
 MIN_ROWS = 256
 #: inputs up to this many elements are launch-bound: fusing wins whatever the row count
 SMALL = 1 << 16
+#: the shortest chunk a split row is cut into (the second pass reads rows * L / chunk partials)
+MIN_CHUNK = 1024
+
+
+#: a split must give at least this many chunks in all (else the unfused reduction, which
+#: splits rows over many cubes, serves better)
+MIN_CHUNKS = 64
+
+
+def _split(rows: int, length: int) -> int:
+    """Chunks per row for a reduction of ``rows`` rows of ``length``: 1 when the rows fill the
+    device or the input is small; else the largest power of two dividing ``length`` that keeps
+    chunks of at least ``MIN_CHUNK`` elements (and at most 16 x ``MIN_ROWS`` chunks in all), 0
+    when that gives fewer than ``MIN_CHUNKS`` chunks."""
+    if rows >= MIN_ROWS or rows * length <= SMALL:
+        return 1
+    s = 1
+    while length % (2 * s) == 0 and length // (2 * s) >= MIN_CHUNK and rows * s < MIN_ROWS * 16:
+        s *= 2
+    return s if rows * s >= MIN_CHUNKS else 0
 
 
 class ReducePrologueFuser:
@@ -49,9 +76,9 @@ class ReducePrologueFuser:
         red = ops[k]
         if red.op not in _REDUCE or tuple(red.args[1]) != (len(shape) - 1,):
             return None
-        rows = math.prod(shape[:-1])
-        if rows < MIN_ROWS and rows * shape[-1] > SMALL:
-            return None  # a few long rows: the unfused reduction splits them over many cubes
+        split = _split(math.prod(shape[:-1]), shape[-1])
+        if not split:
+            return None  # a few long rows that cannot be split: the unfused reduction splits them
         src = red.inputs[0]
         if src.shape != shape or src.id not in {o.outputs[0].id for o in ops[i:k]}:
             return None
@@ -61,10 +88,10 @@ class ReducePrologueFuser:
         produced = {o.outputs[0].id for o in ops[i:k]}
         if len({t.id for o in ops[i:k] for t in o.inputs if t.id not in produced}) > MAX_INPUTS:
             return None
-        return k + 1, float(k + 1 - i) + 0.5, self._prepare(ops[i:k + 1])
+        return k + 1, float(k + 1 - i) + 0.5, self._prepare(ops[i:k + 1], split)
 
     @staticmethod
-    def _prepare(block: list[OperationIr]) -> Any:
+    def _prepare(block: list[OperationIr], split: int = 1) -> Any:
         b = Builder(block)
         for off in range(len(block) - 1):
             b.op(off)
@@ -72,16 +99,32 @@ class ReducePrologueFuser:
         b.prog.append(("out", 0, b.regs[red.inputs[0].id]))
         out = red.outputs[0]
         acc = dt.float32 if out.dtype in (dt.float16, dt.bfloat16) else out.dtype
-        return (tuple(b.prog), b.ext, b.scalars, red.op, acc, red.inputs[0].shape, bool(red.args[2]))
+        return (tuple(b.prog), b.ext, b.scalars, red.op, acc, red.inputs[0].shape, bool(red.args[2]), split)
 
     def execute(self, inner: Any, ops: list[OperationIr], data: Any, env: dict[int, Any]) -> None:
+        from .matmul import _expanded
         from .reduce import run_fused_reduce
 
-        prog, ext, scal, op, acc, shape, keepdim = data
+        prog, ext, scal, op, acc, shape, keepdim, split = data
         ins = [env[ops[off].inputs[pos].id] for off, pos in ext]
         scalars = [(ops[off].args[arg], d) for off, arg, d in scal]
         out = ops[-1].outputs[0]
-        r = run_fused_reduce(inner, prog, ins, scalars, shape, op, acc, out.dtype)
+        if split > 1:
+            # each input expanded to the block's shape (a view), its last axis split into
+            # (split, L / split): chunks reduced fused, then the partials of each row
+            chunk = shape[-1] // split
+            cut = shape[:-1] + (split, chunk)
+            views = []
+            for t in ins:
+                t = _expanded(t, shape)
+                st = t.strides
+                views.append(t.with_layout(cut, st[:-1] + (st[-1] * chunk, st[-1]), t.offset))
+            part = run_fused_reduce(inner, prog, views, scalars, cut, op, acc, acc)
+            r = getattr(inner, op)(part, (len(shape) - 1,), False)
+            if r.dtype is not out.dtype:
+                r = inner.cast(r, out.dtype)
+        else:
+            r = run_fused_reduce(inner, prog, ins, scalars, shape, op, acc, out.dtype)
         if keepdim:
             r = inner.reshape(r, out.shape)
         env[out.id] = r
