@@ -356,6 +356,21 @@ def bench_mma(reps: int) -> None:
     row("bf16 4096 gelu(x@w+b) [public API]", t_epi, t_torch, "torch eager",
         f"{t_epi / t_mm:.3f}x x@w on the same device ({t_mm * 1e3:.3f} ms); rel err {rel:.1e}; "
         f"{_epilogue_choice()}", "<= 1.05x mm, < torch")
+    # a transposed weight (x @ w.T, as a Linear layer and the backward compute): the tensor
+    # cores take a row-major copy of w first
+    wt = w.t()
+    t_tt = torch_time(lambda: at @ bt.t(), reps)
+    ref_t = at.float() @ bt.float().t()
+
+    def public_t():
+        y = x @ wt
+        _cube_primitive(y)
+        return y
+
+    rel = float((torch.from_dlpack(public_t()).float() - ref_t).norm() / ref_t.norm())
+    t_t = ember_time(c, public_t, reps)
+    row("bf16 4096 x@w.T [public API]", t_t, t_tt, "torch",
+        f"{t_t / t_mm:.3f}x x@w ({t_mm * 1e3:.3f} ms); rel err {rel:.1e}", "")
 
 
 def _epilogue_choice() -> str:

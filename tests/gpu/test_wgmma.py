@@ -206,3 +206,31 @@ def test_gelu_of_matmul_plus_bias_through_the_fuser(hopper, rng, name):
     job.extra = (put(hopper, r),)  # a full residual: the kernel's bias row cannot take it
     want_r = gelu(a.astype(np.float64) @ w.astype(np.float64) + r.astype(np.float64))
     check(get(hopper, me._tensor_core(backend, pa, pw, job)), want_r, d.np)
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16"])
+def test_transposed_operands_reach_the_tensor_cores(hopper, rng, name):
+    """``x @ w.T`` (a K-major B), ``a.T @ w.T`` (an M-major A too) and a batch against a
+    shared ``w.T``: the wgmma candidate takes them (row-major copies) and the results are right."""
+    from ember import Device
+    from ember.backends.cube.matmul import _wgmma_valid
+    from ember.dlpack import _cube_primitive
+
+    d = ember.dtype.as_dtype(name)
+    dev = Device.cuda(fusion=False)
+    inner = dev.backend().inner
+    m, k, n = 264, 520, 776
+    x, w, at = randn(rng, (m, k), d), randn(rng, (n, k), d), randn(rng, (k, m), d)
+    xb = randn(rng, (2, m, k), d)
+    tx, tw, tat, txb = (ember.tensor(v, device=dev) for v in (x, w, at, xb))
+    f64 = np.float64
+    for lhs, rhs, want in (
+        (tx, tw.t(), x.astype(f64) @ w.T.astype(f64)),
+        (tat.t(), tw.t(), at.T.astype(f64) @ w.T.astype(f64)),
+        (txb, tw.t(), xb.astype(f64) @ w.T.astype(f64)),
+    ):
+        pa, pb = _cube_primitive(lhs), _cube_primitive(rhs)
+        if len(pa.shape) == len(pb.shape) + 1:
+            pb = pb.with_layout((2,) + pb.shape, (0,) + pb.strides, pb.offset)
+        assert _wgmma_valid(inner, pa, pb, None)
+        check(np.asarray((lhs @ rhs).numpy()), want, d.np)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ctypes
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from ember import dtype as dt
@@ -258,3 +259,27 @@ def test_matmul_tunable_is_tried_first_and_cuda_only():
     cpu = SimpleNamespace(client=SimpleNamespace(runtime="cpu"))
     a = _tensor(SimpleNamespace(runtime="cpu"), (128, 64))
     assert not t.valid(cpu, a, a, a)
+
+
+def test_transposed_operands_are_copied_row_major_keeping_broadcast_batches():
+    """``x @ w.T`` and the backward's transposed operands reach the tensor cores as row-major
+    copies; a batch dim broadcast by a zero stride stays broadcast (its one matrix is copied),
+    and a row-major operand is taken as it is."""
+    from ember import Device
+    from ember.backends.cube.matmul import _as_row_major
+
+    bk = Device.cpu(fusion=False).backend().inner
+    rng = np.random.default_rng()
+    w = rng.standard_normal((24, 16)).astype(np.float32)
+    tw = bk.from_data(w, dt.float32)
+    for view, want in (
+        (tw.with_layout((16, 24), (1, 16), 0), w.T),
+        (tw.with_layout((3, 16, 24), (0, 1, 16), 0), np.broadcast_to(w.T, (3, 16, 24))),
+    ):
+        stand_in = _as_row_major(bk, view, False)
+        copy = _as_row_major(bk, view, True)
+        assert stand_in.strides == copy.strides and copy.strides[-2:] == (24, 1)
+        assert copy.strides[0] == 0 if len(view.shape) == 3 else True
+        np.testing.assert_array_equal(np.asarray(bk.into_data(copy)), want)
+    a = bk.from_data(rng.standard_normal((2, 8, 16)).astype(np.float32), dt.float32)
+    assert _as_row_major(bk, a, True) is a

@@ -358,22 +358,39 @@ def _launch_mma(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> 
         _launch_tiled(backend, a, b, out)
 
 
+def _as_row_major(backend: Any, t: CubeTensor, copy: bool) -> CubeTensor:
+    """``t`` as the tensor-core kernels take an operand: row-major matrices with batch steps of
+    16 bytes. Another layout (a transposed view: ``x @ w.T``, the backward's ``g @ b.T`` and
+    ``a.T @ g``) becomes a contiguous copy: one pass over the operand, against kernels without
+    tensor cores. ``copy`` False: a stand-in with the copy's layout, for validity checks."""
+    cols = t.shape[-1]
+    if t.strides[-2:] == (cols, 1) and all(st % 8 == 0 for st in t.strides[:-2]):
+        return t
+    # batch dims broadcast by a zero stride stay broadcast: only the operand's own matrices are copied
+    own = tuple(1 if st == 0 else n for n, st in zip(t.shape[:-2], t.strides[:-2])) + t.shape[-2:]
+    if copy:
+        c = backend.contiguous(t.with_layout(own, t.strides, t.offset))
+    else:
+        c = CubeTensor(t.client, t.buffer, own, contiguous_strides(own), 0, t.dtype)
+    return c.with_layout(t.shape, tuple(0 if o != n else st for o, n, st in zip(own, t.shape, c.strides)), c.offset)
+
+
 def _wgmma_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
     if getattr(backend.client, "runtime", None) != "cuda" or not _tensor_core_dtype(a):
         return False
     from ...cube.runtime import cuda_wgmma
 
-    return cuda_wgmma.candidate_valid(a, b)
+    return cuda_wgmma.candidate_valid(_as_row_major(backend, a, False), _as_row_major(backend, b, False))
 
 
 def _launch_wgmma(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
-    """Hopper tensor cores (wgmma fed by TMA, any M, K and N multiples of 8): a decision is
-    shared by a whole size bucket, so a shape of the bucket the kernel does not take runs the
-    tiled kernel instead."""
+    """Hopper tensor cores (wgmma fed by TMA, any M, K and N multiples of 8; other operand
+    layouts copied row-major first): a decision is shared by a whole size bucket, so a shape
+    of the bucket the kernel does not take runs the tiled kernel instead."""
     from ...cube.runtime import cuda_wgmma
 
-    if cuda_wgmma.candidate_valid(a, b):
-        cuda_wgmma.candidate_launch(backend, a, b, out)
+    if cuda_wgmma.candidate_valid(_as_row_major(backend, a, False), _as_row_major(backend, b, False)):
+        cuda_wgmma.candidate_launch(backend, _as_row_major(backend, a, True), _as_row_major(backend, b, True), out)
     else:
         _launch_tiled(backend, a, b, out)
 
