@@ -103,11 +103,12 @@ def test_compile_check_subset_covers_every_family_and_compiles():
 
     rep = run_check("cuda", "sm_90", [dt.float32, dt.float16, dt.int64, dt.bool_], FAMILIES, jobs=2, limit=40)
     assert rep.failures == [], rep.failures[:3]
-    # the sample, plus the hand-written tensor-core kernels (matrix units on sm_90): mma.sync
-    # (f16/bf16 and tf32), and every wgmma tile config compiled for sm_90a
+    # the sample, plus the hand-written kernels: mma.sync (f16/bf16 and tf32), the SGEMM tiles,
+    # and every wgmma tile config compiled for sm_90a
+    from ember.cube.runtime.cuda_sgemm import SGEMM_TILES
     from ember.cube.runtime.cuda_wgmma import _CONFIGS, _CONFIGS_TF32
 
-    hand_written = 2 + len(_CONFIGS) + len(_CONFIGS_TF32)
+    hand_written = 2 + len(SGEMM_TILES) + len(_CONFIGS) + len(_CONFIGS_TF32)
     assert rep.ops > 1000 and rep.compiled == rep.kernels == 40 + hand_written
 
 
@@ -278,6 +279,33 @@ def test_preparing_compiles_on_the_pool_once_and_launches_nothing(monkeypatch):
     assert server.compiles == 2 and len(renders) == 2, "a kernel was rendered or compiled twice"
     assert len(server.pipelines) == 2 and not server._prepared
     assert not any(k.pending for k in server.pipelines.values())
+
+
+def test_preparing_compiles_hand_written_sources_on_the_pool(monkeypatch):
+    """Hand-written sources (``raw_function``: wgmma, mma.sync, sgemm) asked for while preparing
+    start one NVRTC compile per source on the pool and hand out a stand-in whose launches run
+    nothing; after ``wait_prepared`` the real call loads the stored cubin without compiling."""
+    nvrtc_or_skip()
+    from ember.cube.runtime import cuda
+    from ember.cube.runtime.cuda_mma import MMA_SOURCE, entry_name
+
+    monkeypatch.setattr(cuda, "_current", type("T", (), {"ctx": None})())
+    server = _fake_server()
+    monkeypatch.setattr(server, "current", lambda: None)
+    source = MMA_SOURCE + f"\n// {np.random.default_rng().integers(1 << 62)}\n"  # never stored before
+    before = _FakeDriver.launches
+    with server.preparing():
+        fns = [server.raw_function(source, entry_name(t, t)) for t in ("bfloat16", "float16")]
+        assert all(fn is cuda.PENDING_RAW for fn in fns)
+        server.launch_raw(fns[0], (1, 1, 1), (32, 1, 1), [])
+    assert _FakeDriver.launches == before, "a prepared launch ran"
+    assert len(server._prepared) == 1, "one compile per source"
+    server.wait_prepared()
+    assert server.compiles == 1
+    fn = server.raw_function(source, entry_name("bfloat16", "bfloat16"))
+    assert fn is not cuda.PENDING_RAW and server.compiles == 1 and not server._prepared
+    server.launch_raw(fn, (1, 1, 1), (32, 1, 1), [])
+    assert _FakeDriver.launches == before + 1
 
 
 def test_fast_driver_binds_the_hot_calls_or_steps_aside():

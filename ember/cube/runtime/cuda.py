@@ -151,6 +151,10 @@ def devices() -> list[DeviceInfo]:
     return [_device_info(cu, i) for i in range(n)]
 
 
+#: what ``raw_function`` returns while preparing: the compile runs on the pool, launches run nothing
+PENDING_RAW = object()
+
+
 @dataclass
 class CudaKernel:
     """A kernel ready to launch (``fn``: its CUfunction)."""
@@ -266,17 +270,34 @@ class CudaServer(Preparing):
             with tracing.span("compile", kernel=entry, language=self.compiler.language, stage=self.stage,
                               deferred=True):
                 src = self.compiler.compile(make_ir())
-            pool = self._pool
-            if pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-
-                workers = min(8, os.cpu_count() or 1)
-                pool = self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"{self.stage}-nvrtc")
-            job = (src, pool.submit(self._cubin, src, kid))
+            job = (src, self._nvrtc_pool().submit(self._cubin, src, kid))
             with self._lock:
                 job = self._prepared.setdefault(kid, job)
         src = job[0]
         return CudaKernel(kid, src.entry, None, src, None, tuple(kid.cube_dim), bool(src.info), "pending", pending=True)
+
+    def _nvrtc_pool(self) -> Any:
+        pool = self._pool
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with self._lock:
+                pool = self._pool
+                if pool is None:
+                    workers = min(8, os.cpu_count() or 1)
+                    pool = self._pool = ThreadPoolExecutor(workers, thread_name_prefix=f"{self.stage}-nvrtc")
+        return pool
+
+    def _prepare_raw(self, source: str, entry: str, arch: str | None) -> Any:
+        """While preparing: the hand-written source's compile starts on the NVRTC pool (stored
+        like every cubin, so the launch after ``wait_prepared`` loads it); the returned
+        stand-in launches nothing (``launch_raw``)."""
+        key = ("raw", hash(source), arch)  # one compile per source, whichever entry asked
+        with self._lock:
+            if key not in self._prepared:
+                src = CompiledSource(entry, source, "cuda", [], [])
+                self._prepared[key] = (src, self._nvrtc_pool().submit(self._cubin, src, None, arch))
+        return PENDING_RAW
 
     # ---------------------------------------------------------------- pipelines
     def pipeline(self, kid: KernelId, make_ir: Callable[[], Any]) -> CudaKernel:
@@ -377,7 +398,10 @@ class CudaServer(Preparing):
         fn = self._raw.get(key)
         if fn is not None:
             return fn
+        if self._preparer is not None and self._preparer == threading.get_ident():
+            return self._prepare_raw(source, entry, arch)
         with self._lock:
+            self._prepared.pop(("raw", hash(source), arch), None)  # compiled and stored by the pool, if prepared
             fn = self._raw.get(key)
             if fn is None:
                 src = CompiledSource(entry, source, "cuda", [], [])
@@ -398,7 +422,10 @@ class CudaServer(Preparing):
     def launch_raw(
         self, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: list[Any], smem: int = 0
     ) -> None:
-        """Launch a CUfunction with ctypes values as its parameters, in order."""
+        """Launch a CUfunction with ctypes values as its parameters, in order (``PENDING_RAW``,
+        a function still compiling while preparing: nothing)."""
+        if fn is PENDING_RAW:
+            return
         if getattr(_current, "ctx", None) is not self.ctx:
             self.current()
         params = (ctypes.c_void_p * max(len(args), 1))(*[ctypes.addressof(a) for a in args])
