@@ -1,6 +1,8 @@
-"""f32 matmul variants of ``matmul_gpu`` (ember/backends/cube/matmul_gpu_kernels.py) against
-torch f32 (no tf32) on the same GPU, same inputs, same process: issue 7 (CUDA: >= 0.9x torch)
-and issue 8 (Vulkan: >= 0.5x torch).
+"""f32 matmul variants of ``matmul_gpu`` (ember/backends/cube/matmul_gpu_kernels.py) and of the
+hand-written SGEMM (``sgemm*`` rows, CUDA only: ember/cube/runtime/cuda_sgemm.py) against torch
+f32 (no tf32) on the same GPU, same inputs, same process: issue 7 (CUDA: >= 0.9x torch) and
+issue 8 (Vulkan: >= 0.5x torch). torch is timed again after each size's variants ("torch f32
+again": the reference's spread).
 
 For every tile variant and each size (4096^2 and 2048^2 by default) the kernel runs on
 ``Device.cuda(fusion=False)`` and, where wgpu finds a Vulkan adapter, on
@@ -45,9 +47,10 @@ import torch  # noqa: E402
 import ember  # noqa: E402
 from ember import Device  # noqa: E402
 from ember.backends.cube.matmul import GPU_TILES, MATMUL_CANDIDATES, GpuTiles, launch_gpu  # noqa: E402
+from ember.cube.runtime import cuda_sgemm  # noqa: E402
 
 #: tile variants: (bm, bn, bk, tm, tn, double buffering, A staged k-major)
-VARIANTS: list[GpuTiles] = [
+VARIANTS: list[GpuTiles] = list(dict.fromkeys([
     *GPU_TILES,
     GpuTiles(128, 128, 8, 8, 8, True, True),
     GpuTiles(128, 128, 8, 8, 8, False, True),
@@ -65,7 +68,9 @@ VARIANTS: list[GpuTiles] = [
     GpuTiles(128, 128, 16, 8, 8, True, True, occ=2),
     GpuTiles(128, 128, 8, 8, 8, True, True, occ=2),
     GpuTiles(128, 128, 8, 8, 8, occ=2),
-]
+]))
+#: the hand-written SGEMM (``ember/cube/runtime/cuda_sgemm.py``): CUDA only
+SGEMM_VARIANTS: list[cuda_sgemm.SgemmTiles] = list(dict.fromkeys([*cuda_sgemm.SGEMM_TILES, *cuda_sgemm.SGEMM_SWEEP]))
 ROWS: list[dict[str, Any]] = []
 T0 = time.perf_counter()
 
@@ -149,6 +154,8 @@ class Runtime:
 
     def run(self, launch: Any) -> tuple[float, np.ndarray]:
         a, b, out = self.ops
+        if getattr(launch, "cuda_only", False) and self.name != "cuda":
+            raise NotImplementedError("CUDA only")
         s = ember_time(self.client, lambda: launch(self.bk, a, b, out))
         return s, np.asarray(self.bk.into_data(out))
 
@@ -181,6 +188,16 @@ def runtimes(wanted: list[str]) -> list[Runtime]:
     return out
 
 
+def _sgemm_launch(t: cuda_sgemm.SgemmTiles) -> Any:
+    def launch(bk: Any, a: Any, b: Any, out: Any) -> None:
+        if not cuda_sgemm.supports(a, b, out, t):
+            raise ValueError(f"{t.name}: operands not supported")
+        cuda_sgemm.matmul_sgemm(bk.client, a, b, out, t)
+
+    launch.cuda_only = True  # type: ignore[attr-defined]
+    return launch
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="4096,2048")
@@ -208,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
         for t in VARIANTS
         if not names or t.name in names
     ]
+    for t in SGEMM_VARIANTS:
+        if not names or t.name in names:
+            variants.append((t.name, _sgemm_launch(t)))
     if not args.no_tiled:
         tiled = next(c for c in MATMUL_CANDIDATES if c.name == "tiled")
         variants.append(("tiled (old candidate)", tiled.launch))
@@ -240,17 +260,21 @@ def main(argv: list[str] | None = None) -> int:
                     rel = float(np.linalg.norm(got.astype(np.float64) - ref)) / ref_norm
                     flag = "" if rel < 1e-4 else "  BAD"
                     row(name, rt.name, size, rt.timing, s, t_torch, f"rel err {rel:.1e}{flag}")
+                except NotImplementedError:
+                    continue
                 except Exception as e:  # noqa: BLE001 - one variant failing never ends the run
                     msg = str(e).splitlines()[0] if str(e) else ""
                     row(name, rt.name, size, rt.timing, None, t_torch, f"failed: {type(e).__name__}: {msg}"[:120])
                     traceback.print_exc(limit=3, file=sys.stderr)
             rt.ops = None
+        t_again = torch_time(lambda at=at, bt=bt: at @ bt, 20)
+        row("torch f32 again", TORCH_DEVICE, size, timing, t_again, t_torch, "the reference's spread")
         del at, bt, ref
         if TORCH_DEVICE == "cuda":
             torch.cuda.empty_cache()
     best = {}
     for r in ROWS:
-        if r["speed"] is not None and r["variant"] != "torch f32 (no tf32)" and "BAD" not in r["note"]:
+        if r["speed"] is not None and not r["variant"].startswith("torch") and "BAD" not in r["note"]:
             k = (r["runtime"], r["size"])
             if k not in best or r["speed"] > best[k]["speed"]:
                 best[k] = r

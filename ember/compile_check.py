@@ -373,6 +373,12 @@ def run_check(
 
         pipes.append(_Rendered(None, "em_mma_tf32", CompiledSource("em_mma_tf32", MMA_TF32_SOURCE, "cuda", [], [])))
         rep.kernels += 1
+        # IEEE float32 on CUDA cores: every hand-written SGEMM tile the tuner times
+        from .cube.runtime.cuda_sgemm import SGEMM_TILES, _source
+
+        for t in SGEMM_TILES:
+            pipes.append(_Rendered(None, t.entry, CompiledSource(t.entry, _source(t), "cuda", [], [])))
+            rep.kernels += 1
         if arch in ("sm_90", "sm_90a"):
             # wgmma + TMA (Hopper): the sm_90a target whatever the check's arch spelling
             from .cube.runtime.cuda_wgmma import _CONFIGS, WGMMA_ARCH

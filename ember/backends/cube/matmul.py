@@ -513,6 +513,14 @@ def _tunable(c: MatmulCandidate, group: Any, priority: Any) -> autotune.Tunable:
     )
 
 
+def _sgemm_tunables() -> list[autotune.Tunable]:
+    """The hand-written CUDA SGEMM tiles (``cuda_sgemm``: IEEE float32 on CUDA cores, sm_80+,
+    not under tf32), priority of the GPU tiles; the module holds no driver state to import."""
+    from ...cube.runtime import cuda_sgemm
+
+    return cuda_sgemm.tunables()
+
+
 MATMUL_TUNABLES = autotune.TunableSet(
     "matmul",
     [
@@ -532,6 +540,9 @@ MATMUL_TUNABLES = autotune.TunableSet(
             autotune.Tunable(t.name, _gpu(t), 0, _prio_gpu, valid=_gpu_valid(t))
             for t in GPU_TILES
         ),
+        # float32 on CUDA cores, hand-written (0.92-0.94x cuBLAS on the H200 against 0.82x for
+        # the best GPU tile: bench/results/f32_2026-11-29_h200.md)
+        *_sgemm_tunables(),
     ],
     key=matmul_key,
     key_fields=_KEY_FIELDS,
