@@ -267,6 +267,38 @@ def bench_matmul(reps: int, size: int = 4096) -> None:
         rel = float((got - ref).norm() / ref.norm())
         row(f"matmul f32 {size} [{cand.name}]", t, t_t, "torch (no tf32)",
             f"{flops / t / 1e12:.1f} vs {flops / t_t / 1e12:.1f} TFLOP/s; rel err {rel:.1e}", ">= 0.9x torch")
+    # the hand-written SGEMM tiles, then the public a @ b (the tuner's choice)
+    from ember.cube.runtime import cuda_sgemm
+
+    for tiles in cuda_sgemm.SGEMM_TILES:
+        a2, b2, out = bk._matmul_operands(pa, pb)
+        t = ember_time(c, lambda a2=a2, b2=b2, out=out, tiles=tiles: cuda_sgemm.matmul_sgemm(c, a2, b2, out, tiles),
+                       reps)
+        from ember.tensor import _make
+
+        got = torch.from_dlpack(_make(out, EAGER.backend(), ember.float32)).double()
+        rel = float((got - ref).norm() / ref.norm())
+        row(f"matmul f32 {size} [{tiles.name}]", t, t_t, "torch (no tf32)",
+            f"{flops / t / 1e12:.1f} vs {flops / t_t / 1e12:.1f} TFLOP/s; rel err {rel:.1e}", ">= 0.9x torch")
+
+    def public():
+        y = a @ b
+        _cube_primitive(y)
+        return y
+
+    got = torch.from_dlpack(public()).double()
+    rel = float((got - ref).norm() / ref.norm())
+    t = ember_time(c, public, reps)
+    row(f"matmul f32 {size} [public a@b]", t, t_t, "torch (no tf32)",
+        f"{flops / t / 1e12:.1f} vs {flops / t_t / 1e12:.1f} TFLOP/s; rel err {rel:.1e}; {_matmul_choice()}",
+        ">= 0.9x torch")
+
+
+def _matmul_choice() -> str:
+    from ember.autotune import tuner
+
+    names = sorted({w.name for k, w in tuner._decisions.items() if k[1] == "matmul"})
+    return "matmul winners " + ",".join(names) if names else "no matmul decision"
 
 
 def bench_tf32(reps: int) -> None:
