@@ -373,6 +373,11 @@ def run_check(
 
         pipes.append(_Rendered(None, "em_mma_tf32", CompiledSource("em_mma_tf32", MMA_TF32_SOURCE, "cuda", [], [])))
         rep.kernels += 1
+        # the operand transposes of the tensor-core matmuls
+        from .cube.runtime.cuda_transpose import TRANSPOSE_SOURCE
+
+        pipes.append(_Rendered(None, "em_transpose", CompiledSource("em_transpose", TRANSPOSE_SOURCE, "cuda", [], [])))
+        rep.kernels += 1
         # IEEE float32 on CUDA cores: every hand-written SGEMM tile the tuner times
         from .cube.runtime.cuda_sgemm import SGEMM_TILES, _source
 

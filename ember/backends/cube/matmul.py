@@ -369,10 +369,23 @@ def _as_row_major(backend: Any, t: CubeTensor, copy: bool) -> CubeTensor:
     # batch dims broadcast by a zero stride stay broadcast: only the operand's own matrices are copied
     own = tuple(1 if st == 0 else n for n, st in zip(t.shape[:-2], t.strides[:-2])) + t.shape[-2:]
     if copy:
-        c = backend.contiguous(t.with_layout(own, t.strides, t.offset))
+        c = _row_major_copy(backend, t.with_layout(own, t.strides, t.offset))
     else:
         c = CubeTensor(t.client, t.buffer, own, contiguous_strides(own), 0, t.dtype)
     return c.with_layout(t.shape, tuple(0 if o != n else st for o, n, st in zip(own, t.shape, c.strides)), c.offset)
+
+
+def _row_major_copy(backend: Any, t: CubeTensor) -> CubeTensor:
+    """A contiguous copy of ``t``: exact transposes on CUDA by the tiled transpose kernel
+    (``cuda_transpose``: near copy bandwidth), anything else by the generic strided copy."""
+    if getattr(backend.client, "runtime", None) == "cuda":
+        from ...cube.runtime import cuda_transpose
+
+        if cuda_transpose.supports(t):
+            out = backend._empty(t.shape, t.dtype)
+            cuda_transpose.transpose(backend.client, t, out)
+            return out
+    return backend.contiguous(t)
 
 
 def _wgmma_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:

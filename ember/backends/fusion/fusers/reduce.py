@@ -153,10 +153,13 @@ def run_fused_reduce(
     op: str,
     acc_dtype: dt.DType,
     out_dtype: dt.DType | None = None,
+    cube_rows: bool = False,
 ) -> CubeTensor:
     """``op`` (sum, prod, max, min) over the last axis of ``prog(inputs...)`` evaluated over
     ``shape``; returns a tensor of ``shape[:-1]`` and ``out_dtype`` (default ``acc_dtype``,
-    the accumulator's: the program's value type, float32 for half values)."""
+    the accumulator's: the program's value type, float32 for half values). ``cube_rows``: one
+    cube per row whatever the row count (the split chunks of a few long rows: one unit per
+    chunk would leave a GPU nearly idle)."""
     if op not in ("sum", "prod", "max", "min"):
         raise ValueError(f"fused reductions are sum, prod, max or min, got {op!r}")
     shape = tuple(shape)
@@ -166,7 +169,7 @@ def run_fused_reduce(
     out = backend._empty(shape[:-1], acc_dtype)
     if rows == 0:
         return out if out_dtype in (None, acc_dtype) else backend.cast(out, out_dtype)
-    key = _layout_key(backend.client, prog, inputs, scalars, shape, op, acc_dtype)
+    key = _layout_key(backend.client, prog, inputs, scalars, shape, op, acc_dtype, cube_rows)
     bound = _BOUND.get(key)
     if bound is not None:  # this layout launched before: its plan and launch geometry, no key or modes to build
         plan, strides, modes, w, steps, span, unit_rows, count, init = bound
@@ -175,7 +178,7 @@ def run_fused_reduce(
         views.append(out)  # the kernel's buffers in parameter order: ins..., out
         plan.run(count, (args, out, tuple(scalars), steps, span, init, prog, modes, op, w, unit_rows), views)
     else:
-        _launch_new_layout(backend.client, key, prog, inputs, scalars, shape, op, acc_dtype, out, rows, k)
+        _launch_new_layout(backend.client, key, prog, inputs, scalars, shape, op, acc_dtype, out, rows, k, cube_rows)
     if out_dtype is not None and out_dtype is not acc_dtype:
         return backend.cast(out, out_dtype)
     return out
@@ -190,7 +193,7 @@ _BOUND_MAX = 4096
 
 def _layout_key(
     client: Any, prog: tuple[Any, ...], inputs: list[CubeTensor], scalars: Any, shape: tuple[int, ...], op: str,
-    acc_dtype: dt.DType,
+    acc_dtype: dt.DType, cube_rows: bool = False,
 ) -> tuple[Any, ...]:
     """Everything the launch below derives its views, modes, line width, grid and kernel key
     from: the program, shape, op, accumulator and scalar dtypes, and per input its dtype,
@@ -198,7 +201,7 @@ def _layout_key(
     ids = [id(t.buffer) for t in inputs]
     alias = None if len(set(ids)) == len(ids) else tuple(ids.index(i) for i in ids)
     return (
-        id(client), prog, shape, op, acc_dtype, tuple(d for _, d in scalars), alias,
+        id(client), prog, shape, op, acc_dtype, cube_rows, tuple(d for _, d in scalars), alias,
         tuple((t.dtype, t.shape, t.strides, t.offset & 15) for t in inputs),
     )
 
@@ -206,6 +209,7 @@ def _layout_key(
 def _launch_new_layout(
     client: Any, key: tuple[Any, ...], prog: tuple[Any, ...], inputs: list[CubeTensor], scalars: Any,
     shape: tuple[int, ...], op: str, acc_dtype: dt.DType, out: CubeTensor, rows: int, k: int,
+    cube_rows: bool = False,
 ) -> None:
     """Pick modes, line width and grid for this layout, launch, and keep it all in ``_BOUND``."""
     views = [_expanded(t, shape) for t in inputs]
@@ -230,7 +234,7 @@ def _launch_new_layout(
         modes = ["elem" if m == "line" else m for m in modes]  # one element a step, through the strides
     args = tuple(lines(v, w) if m == "line" and w > 1 else v for v, m in zip(views, modes))
     steps = k // w if w > 1 else k
-    unit_rows = rows >= _UNIT_ROWS_MIN or steps <= _UNIT_ROW_LINES
+    unit_rows = not cube_rows and (rows >= _UNIT_ROWS_MIN or steps <= _UNIT_ROW_LINES)
     init = _identity(op, acc_dtype)
     if unit_rows:
         count, dim, span = CubeCount.covering(rows, _DIM), _DIM, 0

@@ -10,7 +10,9 @@ to rounding (a different accumulation order), not bit for bit.
 The fused kernel gives each row one unit or one cube, so a large input needs enough rows to
 fill the device (``MIN_ROWS``). Fewer, longer rows (a 1-d ``chain(x).sum()``) are *split*: the
 last axis L becomes (s, L / s) (a view of every input, whatever its strides), the fused kernel
-reduces the chunks, and the unfused reduction combines the s partials of each row. s is a
+reduces the chunks (one cube per chunk: one unit per chunk ran a 1-d sum of 256M floats at 32x
+the read floor on the H200, 4096 threads in all), and the unfused reduction combines the s
+partials of each row. s is a
 power of two dividing L that leaves chunks of at least ``MIN_CHUNK`` elements (``_split``); a
 row length without such a factor is not claimed (the elementwise kernel and the unfused
 reduction run).
@@ -119,7 +121,7 @@ class ReducePrologueFuser:
                 t = _expanded(t, shape)
                 st = t.strides
                 views.append(t.with_layout(cut, st[:-1] + (st[-1] * chunk, st[-1]), t.offset))
-            part = run_fused_reduce(inner, prog, views, scalars, cut, op, acc, acc)
+            part = run_fused_reduce(inner, prog, views, scalars, cut, op, acc, acc, cube_rows=True)
             r = getattr(inner, op)(part, (len(shape) - 1,), False)
             if r.dtype is not out.dtype:
                 r = inner.cast(r, out.dtype)

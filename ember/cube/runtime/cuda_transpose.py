@@ -1,0 +1,116 @@
+"""Matrix transposes on the CUDA runtime for the tensor-core matmuls' operands (hand-written CUDA
+C++ like ``cuda_mma``): a transposed view (``x @ w.T``, the backward's ``g @ b.T``, ``a.T @ g``)
+becomes a row-major copy at close to copy bandwidth.
+
+``em_transpose_b{16,32}``: per batch entry, ``src`` (rows, cols) row-major (entries ``step``
+elements apart) to ``dst`` (cols, rows) packed. 64 x 64 tiles through shared memory (rows padded
+by 4 bytes: at most 2-way bank conflicts), 16-byte global loads along the source rows and
+stores along the destination rows; ``rows`` and ``cols`` multiples of 16 bytes' worth of
+elements, 16-byte aligned bases and steps (``supports``). The generic strided copy
+(``gather_contiguous``, one element per unit) took 0.11 ms for a 4096² bf16 transpose on the
+H200, 3x the bandwidth floor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+__all__ = ["TRANSPOSE_SOURCE", "supports", "transpose"]
+
+TRANSPOSE_SOURCE = r"""
+typedef unsigned short uint16_t;
+typedef unsigned int uint32_t;
+
+/* T: the element (16 or 32 bits); V: 8 (16-bit) or 4 (32-bit) elements in one 16-byte uint4 */
+template <typename T, int V>
+__device__ __forceinline__ void em_transpose(const T *__restrict__ src, T *__restrict__ dst, int rows, int cols,
+                                             long long step) {
+    __shared__ T tile[64][64 + 4 / sizeof(T)];
+    const T *s = src + (size_t)blockIdx.z * (size_t)step;
+    T *d = dst + (size_t)blockIdx.z * (size_t)rows * cols;
+    const int c0 = blockIdx.x * 64, r0 = blockIdx.y * 64;
+    constexpr int CH = 64 / V;  /* 16-byte chunks per tile row */
+#pragma unroll
+    for (int i = threadIdx.x; i < 64 * CH; i += 256) {
+        const int r = i / CH, c = (i % CH) * V;
+        union { uint4 v; T e[V]; } u;
+        u.v = make_uint4(0u, 0u, 0u, 0u);
+        if (r0 + r < rows && c0 + c < cols) u.v = *(const uint4 *)(s + (size_t)(r0 + r) * cols + c0 + c);
+#pragma unroll
+        for (int j = 0; j < V; ++j) tile[r][c + j] = u.e[j];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = threadIdx.x; i < 64 * CH; i += 256) {
+        const int c = i / CH, r = (i % CH) * V;  /* destination row c (a source column), elements r.. */
+        union { uint4 v; T e[V]; } u;
+#pragma unroll
+        for (int j = 0; j < V; ++j) u.e[j] = tile[r + j][c];
+        if (c0 + c < cols && r0 + r < rows) *(uint4 *)(d + (size_t)(c0 + c) * rows + r0 + r) = u.v;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) em_transpose_b16(const uint16_t *src, uint16_t *dst, int rows,
+                                                                   int cols, long long step) {
+    em_transpose<uint16_t, 8>(src, dst, rows, cols, step);
+}
+extern "C" __global__ void __launch_bounds__(256) em_transpose_b32(const uint32_t *src, uint32_t *dst, int rows,
+                                                                   int cols, long long step) {
+    em_transpose<uint32_t, 4>(src, dst, rows, cols, step);
+}
+"""
+
+
+def _batch_step(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """The one element step of the batch dims (0 for none), or None where they do not flatten."""
+    dims = [(n, st) for n, st in zip(shape, strides) if n != 1]
+    if not dims:
+        return 0
+    step = dims[-1][1]
+    expect = step
+    for n, st in reversed(dims):
+        if st != expect:
+            return None
+        expect *= n
+    return step
+
+
+def supports(t: Any) -> bool:
+    """Whether ``t`` is a batch of exact transposes this kernel copies: matrices (r, c) stored
+    as (c, r) row-major (strides (1, r)), batch dims flattening to one step, 2- or 4-byte
+    elements, both dims whole 16-byte chunks, a 16-byte aligned start and step."""
+    size = t.dtype.itemsize
+    if size not in (2, 4) or len(t.shape) < 2:
+        return False
+    r, c = t.shape[-2:]
+    per = 16 // size
+    step = _batch_step(t.shape[:-2], t.strides[:-2])
+    return (
+        t.strides[-2:] == (1, r)
+        and r % per == 0
+        and c % per == 0
+        and step is not None
+        and step % per == 0
+        and (t.buffer.ptr + t.offset * size) % 16 == 0
+    )
+
+
+def transpose(client: Any, t: Any, out: Any) -> None:
+    """``out`` (contiguous, ``t``'s shape) = ``t``, a view ``supports`` accepts."""
+    import math
+
+    size = t.dtype.itemsize
+    r, c = t.shape[-2:]
+    entries = math.prod(t.shape[:-2])
+    step = _batch_step(t.shape[:-2], t.strides[:-2]) or 0
+    server = client.server
+    fn = server.raw_function(TRANSPOSE_SOURCE, f"em_transpose_b{8 * size}")
+    src = t.buffer.ptr + t.offset * size
+    dst = out.buffer.ptr + out.offset * size
+    for z0 in range(0, entries, 65535):  # grid.z limit
+        nz = min(65535, entries - z0)
+        # the source is (c, r) row-major per entry: its rows are t's columns
+        args = [ctypes.c_uint64(src + size * z0 * step), ctypes.c_uint64(dst + size * z0 * r * c),
+                ctypes.c_int32(c), ctypes.c_int32(r), ctypes.c_int64(step)]
+        server.launch_raw(fn, (-(-r // 64), -(-c // 64), nz), (256, 1, 1), args, 0)
