@@ -88,7 +88,7 @@ def variants():
         def run(a, b, o):
             (m, k), n = a.shape, b.shape[1]
             _, persistent = W._choose(m, n, 1, C.server.info.multiprocessors)
-            bt = W._transpose_b(C, src, (W._addr(b), 0), k, n, 1)
+            bt = W._transpose_b(C, (W._addr(b), 0), k, n, 1)
             W._launch(C.server, (W._addr(a), 0), (bt.ptr, 0), W._addr(o), 0, m, n, k, 1, "float32", "float32", src,
                       bn, smem, persistent, cluster)
 
@@ -177,13 +177,12 @@ def time_size(s: int, reps: int, table: list[tuple]) -> None:
 def _time_parts(s, reps, pa, pb, po, o, add, table) -> None:
     from ember.cube.runtime import cuda_wgmma as W
 
-    src = W._CONFIGS_TF32[W._choose(s, s, 1, C.server.info.multiprocessors)[0]][0]
-    bt = W._transpose_b(C, src, (W._addr(pb), 0), s, s, 1)
+    bt = W._transpose_b(C, (W._addr(pb), 0), s, s, 1)
     t = ember_time(C, lambda: W._launch(C.server, (W._addr(pa), 0), (bt.ptr, 0), W._addr(po), 0, s, s, s, 1,
                                         "float32", "float32"), reps)
     C.sync()
     add("wgmma (no transpose)", t, o)
-    t = ember_time(C, lambda: W._transpose_b(C, src, (W._addr(pb), 0), s, s, 1), reps)
+    t = ember_time(C, lambda: W._transpose_b(C, (W._addr(pb), 0), s, s, 1), reps)
     print(f"TIME {s} {'transpose':24} {t * 1e3:8.3f} ms {2 * 4 * s * s / t / 1e12:.2f} TB/s", flush=True)
     table.append((s, "transpose (B pass)", t * 1e3, 0.0, 0.0, None))
 

@@ -147,7 +147,7 @@ def test_wgmma_tf32_cluster_pairs(hopper, rng):
     ta, tb = put(hopper, a), put(hopper, b)
     out = put(hopper, np.full((m, n), np.nan, np.float32))
     src = W.wgmma_source(W.BN, W.STAGES, cluster=2, tf32=True)
-    bt = W._transpose_b(hopper, src, (W._addr(tb), 0), k, n, 1)
+    bt = W._transpose_b(hopper, (W._addr(tb), 0), k, n, 1)
     W._launch(hopper.server, (W._addr(ta), 0), (bt.ptr, 0), W._addr(out), 0, m, n, k, 1, "float32", "float32", src,
               W.BN, W.smem_bytes(), True, 2)
     check(get(hopper, out), a, b)

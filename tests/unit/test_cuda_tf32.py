@@ -254,11 +254,14 @@ def test_wgmma_tf32_transposes_b_into_scratch_then_maps_float32(fake):
     bn, persistent = W._choose(m, n, 1, 132)
     src = W._CONFIGS_TF32[bn][0]
     (s0, e0, _, arch0), (s1, e1, smem1, arch1) = server.functions
-    assert (e0, e1) == W.TF32_ENTRIES[::-1] and s0 == s1 == src and arch0 == arch1 == "sm_90a"
+    from ember.cube.runtime.cuda_transpose import TRANSPOSE_SOURCE
+
+    assert (s0, e0, arch0) == (TRANSPOSE_SOURCE, "em_transpose_b32", None)
+    assert (s1, e1, arch1) == (src, W.TF32_ENTRIES[0], "sm_90a")
     (scratch,) = fake.scratch
     assert scratch.nbytes == 4 * n * k
     (tfn, tgrid, tblock, targs, _), (pfn, pgrid, _, pargs, psmem) = server.launches
-    assert tfn == "em_transpose_f32" and tgrid == (-(-n // 64), -(-k // 64), 1) and tblock == (256, 1, 1)
+    assert tfn == "em_transpose_b32" and tgrid == (-(-n // 64), -(-k // 64), 1) and tblock == (256, 1, 1)
     assert [x.value for x in targs] == [2 << 20, scratch.ptr, k, n, 0]
     assert pfn == "em_wgmma_tf32_f32" and psmem == smem1 == W._CONFIGS_TF32[bn][1]
     ea, eb = server.cu.encodes

@@ -38,6 +38,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from .tensor import batch_step as _batch_stride
+
 __all__ = [
     "SgemmTiles",
     "SGEMM_TILES",
@@ -348,21 +350,6 @@ def _source(tiles: SgemmTiles) -> str:
     if src is None:
         src = _SOURCES[tiles] = sgemm_source(tiles)
     return src
-
-
-def _batch_stride(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
-    """The one element stride that steps through the flattened batch dims, or None when they
-    do not collapse (0 for a broadcast or a single entry)."""
-    dims = [(s, st) for s, st in zip(shape, strides) if s != 1]
-    if not dims:
-        return 0
-    inner = dims[-1][1]
-    span = inner
-    for s, st in reversed(dims):
-        if st != span:
-            return None
-        span = st * s
-    return inner
 
 
 def supports(a: Any, b: Any, out: Any, tiles: SgemmTiles) -> bool:

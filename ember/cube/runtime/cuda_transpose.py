@@ -16,6 +16,8 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+from .tensor import batch_step as _batch_step
+
 __all__ = ["TRANSPOSE_SOURCE", "supports", "transpose"]
 
 TRANSPOSE_SOURCE = r"""
@@ -60,20 +62,6 @@ extern "C" __global__ void __launch_bounds__(256) em_transpose_b32(const uint32_
     em_transpose<uint32_t, 4>(src, dst, rows, cols, step);
 }
 """
-
-
-def _batch_step(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
-    """The one element step of the batch dims (0 for none), or None where they do not flatten."""
-    dims = [(n, st) for n, st in zip(shape, strides) if n != 1]
-    if not dims:
-        return 0
-    step = dims[-1][1]
-    expect = step
-    for n, st in reversed(dims):
-        if st != expect:
-            return None
-        expect *= n
-    return step
 
 
 def supports(t: Any) -> bool:

@@ -51,7 +51,7 @@ multiples of the tile; the copy engine needs 16-byte global strides, hence K and
 
 tf32 (float32 operands while ``ember.set_float32_matmul_precision`` allows it; ``wgmma_source(tf32=
 True)``, ``_CONFIGS_TF32``): wgmma reads 32-bit operands K-major only (no transpose bit), so
-``_launch_tf32`` first transposes B into a pooled scratch (N, K) buffer (``em_transpose_f32``, 64 x
+``_launch_tf32`` first transposes B into a pooled scratch (N, K) buffer (``cuda_transpose``, 64 x
 64 shared tiles) and TMA loads B^T exactly like A. BK = 32 floats keeps 128-byte swizzled rows,
 the stage bytes and the 32-byte k-steps (``m64n{BN}k8``); f32 output, no epilogue. The tensor
 cores truncate the f32 bits to tf32 (as cuBLAS's kernels do). Measured on an H200: 316-339
@@ -71,6 +71,7 @@ from typing import Any
 
 from ...precision import tf32_allowed
 from .cuda_mma import HALF_HELPERS
+from .tensor import batch_step as _batch_step
 
 __all__ = [
     "WGMMA_SOURCE",
@@ -121,8 +122,8 @@ def entry_name(in_dtype: str, out_dtype: str, bias_gelu: bool = False) -> str:
     return f"em_wgmma_{head}_{_SHORT[out_dtype]}" + ("_bias_gelu" if bias_gelu else "")
 
 
-#: the entries of a tf32 source (``wgmma_source(tf32=True)``): the product and B's transpose
-TF32_ENTRIES = ("em_wgmma_tf32_f32", "em_transpose_f32")
+#: the entries of a tf32 source (``wgmma_source(tf32=True)``; B's transpose is ``cuda_transpose``'s)
+TF32_ENTRIES = ("em_wgmma_tf32_f32",)
 
 
 def _in_types() -> tuple[str, ...]:
@@ -538,35 +539,6 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
     }
 #if EM_TF32
 EM_WGMMA(em_wgmma_tf32_f32, 0, 0, 0)
-
-/* B (K, N) -> B^T (N, K) per batch entry (source step ``step`` elements, destination packed):
-   64 x 64 tiles through shared memory (rows padded by one word: at most 2-way bank conflicts),
-   16-byte global loads along N and stores along K (the callers guarantee K and N multiples of
-   8 and 16-byte aligned bases and steps); the bits are copied as they are (wgmma truncates both
-   operands alike). 32 x 32 tiles of 4-byte accesses ran at 2.3 TB/s, half the copy rate. */
-extern "C" __global__ void __launch_bounds__(256) em_transpose_f32(const float *__restrict__ src,
-                                                                   float *__restrict__ dst, int rows, int cols,
-                                                                   long long step) {
-    __shared__ float tile[64][65];
-    const float *s = src + (size_t)blockIdx.z * (size_t)step;
-    float *d = dst + (size_t)blockIdx.z * rows * cols;
-    const int c0 = blockIdx.x * 64, r0 = blockIdx.y * 64;
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {  /* 64 rows x 16 chunks of 4 columns */
-        const int idx = threadIdx.x + 256 * i, r = idx >> 4, c = (idx & 15) * 4;
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (r0 + r < rows && c0 + c < cols) v = *(const float4 *)(s + (size_t)(r0 + r) * cols + c0 + c);
-        tile[r][c] = v.x; tile[r][c + 1] = v.y; tile[r][c + 2] = v.z; tile[r][c + 3] = v.w;
-    }
-    __syncthreads();
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {  /* 64 destination rows (columns of B) x 16 chunks of 4 */
-        const int idx = threadIdx.x + 256 * i, c = idx >> 4, r = (idx & 15) * 4;
-        if (c0 + c < cols && r0 + r < rows)
-            *(float4 *)(d + (size_t)(c0 + c) * rows + r0 + r) =
-                make_float4(tile[r][c], tile[r + 1][c], tile[r + 2][c], tile[r + 3][c]);
-    }
-}
 #else
 EM_WGMMA(em_wgmma_bf16_f32, 1, 0, 0)
 EM_WGMMA(em_wgmma_bf16_bf16, 1, 1, 0)
@@ -587,7 +559,7 @@ def wgmma_source(bn: int = BN, stages: int = STAGES, group_m: int = GROUP_M, gel
     no gain beyond the run-to-run spread at 4096-8192², bench/results/wgmma_2026-11-29_h200.md);
     ``staged``: 16-bit outputs leave through the staged epilogue (``em_stage_tile``: warps of the
     producer warpgroup apply GELU and store while the consumers run the next tile); ``tf32``: the
-    float32 source instead (entries ``em_wgmma_tf32_f32`` and the B transpose ``em_transpose_f32``):
+    float32 source instead (entry ``em_wgmma_tf32_f32``; B is transposed first by ``cuda_transpose``):
     BK = 32 floats, the same 128-byte rows, stage bytes and k-steps of 32 bytes; B is read as B^T
     (N, K), K-major like A."""
     if tf32 and staged:
@@ -774,14 +746,16 @@ def _launch(server: Any, a: tuple[int, int], b: tuple[int, int], out: int, bias:
     server.launch_raw(fn, (units * cluster, 1, 1), (THREADS, 1, 1), args, smem)
 
 
-def _transpose_b(client: Any, source: str, b: tuple[int, int], k: int, n: int, batch: int) -> Any:
+def _transpose_b(client: Any, b: tuple[int, int], k: int, n: int, batch: int) -> Any:
     """B (k, n) of each batch entry (``b``: address, step; step 0: one matrix) transposed into a
     pooled scratch buffer of (entries, n, k) floats; returned so it lives until the product is
     queued (the pool recycles it in stream order after that)."""
     server = client.server
     (pb, sb), entries = b, (batch if b[1] else 1)
     scratch = client.empty(4 * entries * n * k)
-    fn = server.raw_function(source, "em_transpose_f32", 0, WGMMA_ARCH)
+    from .cuda_transpose import TRANSPOSE_SOURCE
+
+    fn = server.raw_function(TRANSPOSE_SOURCE, "em_transpose_b32")
     for z0 in range(0, entries, 65535):  # grid.z limit
         nz = min(65535, entries - z0)
         args = [ctypes.c_uint64(pb + 4 * z0 * sb), ctypes.c_uint64(scratch.ptr + 4 * z0 * n * k), ctypes.c_int32(k),
@@ -799,7 +773,7 @@ def _launch_tf32(client: Any, a: tuple[int, int], b: tuple[int, int], out: int, 
     bn_auto, persistent_auto = _choose(m, n, batch, sms)
     bn = bn or bn_auto
     source, smem = _CONFIGS_TF32[bn]
-    bt = _transpose_b(client, source, b, k, n, batch)
+    bt = _transpose_b(client, b, k, n, batch)
     _launch(client.server, a, (bt.ptr, n * k if b[1] else 0), out, 0, m, n, k, batch, "float32", "float32", source,
             bn, smem, persistent_auto if persistent is None else persistent)
     del bt
@@ -836,23 +810,6 @@ def candidate_valid(a: Any, b: Any) -> bool:
     return all(s % 8 == 0 for s in (*a.strides[:-2], *b.strides[:-2])) and all(
         _addr(t) % 16 == 0 for t in (a, b)
     )
-
-
-def _batch_step(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
-    """The one element step of an operand over the flattened batch dims, or None where they do
-    not flatten (0: broadcast over the whole batch)."""
-    dims = [(s, st) for s, st in zip(shape, strides) if s != 1]
-    if not dims:
-        return 0
-    if all(st == 0 for _, st in dims):
-        return 0
-    step = dims[-1][1]
-    expect = step
-    for s, st in reversed(dims):
-        if st != expect:
-            return None
-        expect *= s
-    return step
 
 
 def candidate_launch(backend: Any, a: Any, b: Any, out: Any) -> None:

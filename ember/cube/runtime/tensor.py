@@ -13,7 +13,22 @@ from typing import Any
 from ... import dtype as dt
 from .memory import Buffer
 
-__all__ = ["CubeTensor", "contiguous_strides"]
+__all__ = ["CubeTensor", "contiguous_strides", "batch_step"]
+
+
+def batch_step(shape: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """The one element step through batch dims ``shape`` flattened in order (the hand-written
+    kernels' grid z), or None where they do not flatten; 0 for no batch or one broadcast by
+    zero strides. Size-1 dims may have any stride."""
+    dims = [(n, st) for n, st in zip(shape, strides) if n != 1]
+    if not dims:
+        return 0
+    step = expect = dims[-1][1]
+    for n, st in reversed(dims):
+        if st != expect:
+            return None
+        expect = st * n
+    return step
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
