@@ -56,6 +56,8 @@ nothing runs as Python at launch):
   _exchange``, returning the old value), plane ops (``plane_sum prod max min all any
   broadcast shuffle shuffle_xor elect inclusive_sum exclusive_sum``). ``sync_cube`` and plane
   ops must be reached by every unit of the cube (or of the plane), as on a GPU.
+* **Hints**: ``cube.occupancy(n)`` (comptime ``n``) asks the target to fit ``n`` cubes per
+  multiprocessor (CUDA: ``__launch_bounds__(units, n)``, a register cap); no effect on results.
 
 Anything else raises ``CubeSyntaxError`` naming the file, line and what to write instead.
 Importing this module is cheap: compilers and runtimes start at the first launch.
