@@ -30,7 +30,9 @@ def tf32_on():
 
 
 def _sm(client) -> int:
-    return int("".join(c for c in client.server.arch if c.isdigit()) or 0)
+    from ember.cube.compiler.cuda import sm_number
+
+    return sm_number(client.server.arch)
 
 
 @pytest.fixture(scope="module")

@@ -42,7 +42,8 @@ _PLANE_FOLDS = {
 }
 
 
-def _sm(arch: str) -> int:
+def sm_number(arch: str) -> int:
+    """The compute capability of a target as a number: ``sm_90a`` -> 90 (0 for none)."""
     digits = "".join(c for c in arch if c.isdigit())
     return int(digits or 0)
 
@@ -85,7 +86,7 @@ class CudaCompiler(CStyleCompiler):
 
     def __init__(self, arch: str = "sm_90") -> None:
         self.arch = arch
-        sm = _sm(arch)
+        sm = sm_number(arch)
         # static __shared__ is capped at 48 KiB per block; mma.sync needs sm_80+
         self.capabilities = Capabilities(
             line_widths=(1, 2, 4, 8, 16),

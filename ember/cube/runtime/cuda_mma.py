@@ -389,7 +389,9 @@ def candidate_launch(backend: Any, a: Any, b: Any, out: Any) -> None:
 
     batch = out.shape[:-2]
     (m, k), n = a.shape[-2:], b.shape[-1]
-    sm = _sm_of(backend.client)
+    from ..compiler.cuda import sm_number
+
+    sm = sm_number(backend.client.server.arch)
     for idx in itertools.product(*(range(s) for s in batch)):
         views = []
         for t, rows, cols in ((a, m, k), (b, k, n), (out, m, n)):
@@ -399,7 +401,3 @@ def candidate_launch(backend: Any, a: Any, b: Any, out: Any) -> None:
             raise ValueError("cuda_mma: operands not supported (see candidate_valid)")
         matmul_mma(backend.client, *views)
 
-
-def _sm_of(client: Any) -> int:
-    arch = client.server.arch
-    return int("".join(c for c in arch if c.isdigit()) or 0)

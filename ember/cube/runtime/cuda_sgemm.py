@@ -395,12 +395,12 @@ def candidate_valid(backend: Any, a: Any, b: Any, out: Any) -> bool:
     decision covers a whole size bucket); not under tf32 precision (the tensor-core candidates
     own float32 then)."""
     from ...precision import tf32_allowed
+    from ..compiler.cuda import sm_number
 
     client = backend.client
     if getattr(client, "runtime", None) != "cuda" or a.dtype.name != "float32":
         return False
-    arch = str(getattr(client.server, "arch", ""))
-    return int("".join(c for c in arch if c.isdigit()) or 0) >= 80 and not tf32_allowed()
+    return sm_number(str(getattr(client.server, "arch", ""))) >= 80 and not tf32_allowed()
 
 
 def candidate_launch(backend: Any, a: Any, b: Any, out: Any, tiles: SgemmTiles = SGEMM_TILES[0]) -> None:

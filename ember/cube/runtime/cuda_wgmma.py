@@ -616,10 +616,6 @@ def _choose(m: int, n: int, batch: int, sms: int) -> tuple[int, bool]:
 
 
 # --------------------------------------------------------------------------- host side
-def _arch_sm(arch: str) -> int:
-    return int("".join(c for c in arch if c.isdigit()) or 0)
-
-
 def supports(a: Any, b: Any, out: Any, arch_sm: int) -> bool:
     """Whether the kernel takes these 2-d CubeTensors as they are (shapes, layouts, dtypes, arch)."""
     if arch_sm != 90 or len(a.shape) != 2 or len(b.shape) != 2 or len(out.shape) != 2:
@@ -798,7 +794,9 @@ def candidate_valid(a: Any, b: Any) -> bool:
     """For the Cube backend's candidate list: a CUDA client of compute capability 9.0 and
     operands the kernel takes as they are (each batch entry a row-major matrix, 16-byte strides)."""
     client = a.client
-    if getattr(client, "runtime", "") != "cuda" or _arch_sm(client.server.arch) != 90:
+    from ..compiler.cuda import sm_number
+
+    if getattr(client, "runtime", "") != "cuda" or sm_number(client.server.arch) != 90:
         return False
     if a.dtype.name not in _in_types() or b.dtype is not a.dtype:
         return False

@@ -153,6 +153,7 @@ def _tensor_core(backend: Any, a: Any, b: Any, job: _Job) -> Any:
     """``gelu(a @ b + bias)`` in one wgmma launch (the staged epilogue applies GELU while the
     next tile's products run); shapes or layouts the kernel does not take (a decision covers a
     whole size bucket) run ``_separate``."""
+    from ....cube.compiler.cuda import sm_number
     from ....cube.runtime import cuda_wgmma
 
     (bias,) = job.extra
@@ -160,7 +161,7 @@ def _tensor_core(backend: Any, a: Any, b: Any, job: _Job) -> Any:
     out = backend._empty((m, n), job.dtype)
     server = backend.client.server
     ok = (
-        cuda_wgmma._arch_sm(server.arch) == 90
+        sm_number(server.arch) == 90
         and bias.shape == (n,)
         and bias.strides == (1,)
         and bias.dtype is a.dtype
