@@ -13,7 +13,9 @@ when the stream drains, not when ``a @ b`` registers. Autotune keys carry it (``
 
 from __future__ import annotations
 
-__all__ = ["set_float32_matmul_precision", "get_float32_matmul_precision", "tf32_allowed", "PRECISIONS"]
+__all__ = [
+    "set_float32_matmul_precision", "get_float32_matmul_precision", "tf32_allowed", "tensor_core_types", "PRECISIONS",
+]
 
 PRECISIONS = ("highest", "high", "medium")
 
@@ -38,3 +40,13 @@ def get_float32_matmul_precision() -> str:
 def tf32_allowed() -> bool:
     """Whether float32 matmuls may run on tf32 tensor cores (precision "high" or "medium")."""
     return _tf32[0]
+
+
+_HALF_TYPES = ("bfloat16", "float16")
+_WITH_TF32 = ("bfloat16", "float16", "float32")
+
+
+def tensor_core_types() -> tuple[str, ...]:
+    """Operand dtype names the matmul tensor-core kernels take now: the 16-bit floats, and
+    float32 (as tf32) while the switch allows it."""
+    return _WITH_TF32 if _tf32[0] else _HALF_TYPES

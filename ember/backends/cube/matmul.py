@@ -61,7 +61,7 @@ from ...autotune.keys import layout_class, problem_class
 from ...cube.launch import CubeCount, CubeDim, lines
 from ...cube.runtime.client import shared_limit
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
-from ...precision import tf32_allowed
+from ...precision import tensor_core_types, tf32_allowed
 from . import kernels
 from .matmul_gpu_kernels import matmul_gpu
 from .matmul_kernels import MR_MAX, matmul_blocked, matmul_tiled, pack_panels
@@ -336,7 +336,7 @@ def _own_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> b
 
 def _tensor_core_dtype(a: CubeTensor) -> bool:
     """f16/bf16 always; float32 (as tf32) only under precision "high" / "medium"."""
-    return a.dtype in (dt.float16, dt.bfloat16) or (a.dtype is dt.float32 and tf32_allowed())
+    return a.dtype.name in tensor_core_types()
 
 
 def _mma_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:

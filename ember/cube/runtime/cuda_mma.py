@@ -26,7 +26,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from ...precision import tf32_allowed
+from ...precision import tensor_core_types as _in_types
 
 __all__ = ["MMA_SOURCE", "MMA_TF32_SOURCE", "HALF_HELPERS", "supports", "matmul_mma", "entry_name", "entries"]
 
@@ -323,11 +323,6 @@ def entries() -> dict[str, list[str]]:
     """Every kernel entry, per source (``MMA_SOURCE``, ``MMA_TF32_SOURCE``)."""
     half = [entry_name(t, o, e) for t in ("bfloat16", "float16") for o, e in (("float32", 0), (t, 0), (t, 1))]
     return {"MMA_SOURCE": half, "MMA_TF32_SOURCE": [entry_name("float32", "float32")]}
-
-
-def _in_types() -> tuple[str, ...]:
-    """Operand types the kernels take now: float32 (as tf32) only while the precision switch allows it."""
-    return ("bfloat16", "float16", "float32") if tf32_allowed() else ("bfloat16", "float16")
 
 
 def supports(a: Any, b: Any, out: Any, arch_sm: int) -> bool:

@@ -69,7 +69,7 @@ import itertools
 import math
 from typing import Any
 
-from ...precision import tf32_allowed
+from ...precision import tensor_core_types as _in_types
 from .cuda_mma import HALF_HELPERS
 from .tensor import batch_step as _batch_step
 
@@ -124,11 +124,6 @@ def entry_name(in_dtype: str, out_dtype: str, bias_gelu: bool = False) -> str:
 
 #: the entries of a tf32 source (``wgmma_source(tf32=True)``; B's transpose is ``cuda_transpose``'s)
 TF32_ENTRIES = ("em_wgmma_tf32_f32",)
-
-
-def _in_types() -> tuple[str, ...]:
-    """Operand types the kernels take now: float32 (as tf32) only while the precision switch allows it."""
-    return ("bfloat16", "float16", "float32") if tf32_allowed() else ("bfloat16", "float16")
 
 
 def entries() -> list[str]:
