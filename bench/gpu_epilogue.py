@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu_wgmma import queued_times, rel_err, setup  # noqa: E402
+from gpu_wgmma import event_timers, rel_err, setup  # noqa: E402
 
 
 def main() -> None:
@@ -32,37 +32,8 @@ def main() -> None:
     from ember.cube.runtime import cuda_wgmma as W
 
     server = client.server
-    cu = server.cu
     sms = server.info.multiprocessors
-
-    def e_record():
-        _, e = cu.cuEventCreate(cu.CUevent_flags.CU_EVENT_DEFAULT)
-        cu.cuEventRecord(e, server.stream)
-        return e
-
-    def e_sync(e0, e1) -> float:
-        cu.cuEventSynchronize(e1)
-        ms = float(cu.cuEventElapsedTime(e0, e1)[1])
-        cu.cuEventDestroy(e0)
-        cu.cuEventDestroy(e1)
-        return ms / 1e3
-
-    def t_record():
-        e = torch.cuda.Event(enable_timing=True)
-        e.record()
-        return e
-
-    def t_sync(e0, e1) -> float:
-        e1.synchronize()
-        return e0.elapsed_time(e1) / 1e3
-
-    def ember_time(fn) -> float:
-        client.sync()
-        return queued_times(e_record, fn, e_sync, args.reps)
-
-    def torch_time(fn) -> float:
-        torch.cuda.synchronize()
-        return queued_times(t_record, fn, t_sync, args.reps)
+    ember_time, torch_time = event_timers(torch, client, args.reps)
 
     rows: list[str] = []
 

@@ -282,11 +282,9 @@ def queued_times(record, fn, sync, reps: int) -> float:
     return statistics.median(sync(e0, e1) for e0, e1 in marks)
 
 
-def phase_time(configs, reps: int, out_dir: str | None, sweep: list[int]) -> None:
-    torch, client, prim = setup()
-    from ember.cube.runtime.cuda_mma import matmul_mma
-    from ember.cube.runtime.cuda_wgmma import matmul_wgmma
-
+def event_timers(torch, client, reps: int):
+    """(ember_time, torch_time): ``queued_times`` of a callable with events on ember's CUDA
+    stream or torch's current stream."""
     server = client.server
     cu = server.cu
 
@@ -318,6 +316,17 @@ def phase_time(configs, reps: int, out_dir: str | None, sweep: list[int]) -> Non
     def ember_time(fn) -> float:
         client.sync()
         return queued_times(e_record, fn, e_sync, reps)
+
+    return ember_time, torch_time
+
+
+def phase_time(configs, reps: int, out_dir: str | None, sweep: list[int]) -> None:
+    torch, client, prim = setup()
+    from ember.cube.runtime.cuda_mma import matmul_mma
+    from ember.cube.runtime.cuda_wgmma import matmul_wgmma
+
+    server = client.server
+    ember_time, torch_time = event_timers(torch, client, reps)
 
     rows = []
 
