@@ -290,15 +290,16 @@ def bench_matmul(reps: int, size: int = 4096) -> None:
     rel = float((got - ref).norm() / ref.norm())
     t = ember_time(c, public, reps)
     row(f"matmul f32 {size} [public a@b]", t, t_t, "torch (no tf32)",
-        f"{flops / t / 1e12:.1f} vs {flops / t_t / 1e12:.1f} TFLOP/s; rel err {rel:.1e}; {_matmul_choice()}",
+        f"{flops / t / 1e12:.1f} vs {flops / t_t / 1e12:.1f} TFLOP/s; rel err {rel:.1e}; {_winners('matmul')}",
         ">= 0.9x torch")
 
 
-def _matmul_choice() -> str:
+def _winners(tset: str) -> str:
+    """A tuner's in-memory winners (which candidate a public row ran)."""
     from ember.autotune import tuner
 
-    names = sorted({w.name for k, w in tuner._decisions.items() if k[1] == "matmul"})
-    return "matmul winners " + ",".join(names) if names else "no matmul decision"
+    names = sorted({w.name for k, w in tuner._decisions.items() if k[1] == tset})
+    return f"{tset} winners " + ",".join(names) if names else f"no {tset} decision"
 
 
 def bench_tf32(reps: int) -> None:
@@ -387,7 +388,7 @@ def bench_mma(reps: int) -> None:
     t_epi = ember_time(c, lambda: public(True), reps)
     row("bf16 4096 gelu(x@w+b) [public API]", t_epi, t_torch, "torch eager",
         f"{t_epi / t_mm:.3f}x x@w on the same device ({t_mm * 1e3:.3f} ms); rel err {rel:.1e}; "
-        f"{_epilogue_choice()}", "<= 1.05x mm, < torch")
+        f"{_winners('matmul_epilogue')}", "<= 1.05x mm, < torch")
     # a transposed weight (x @ w.T, as a Linear layer and the backward compute): the tensor
     # cores take a row-major copy of w first
     wt = w.t()
@@ -403,14 +404,6 @@ def bench_mma(reps: int) -> None:
     t_t = ember_time(c, public_t, reps)
     row("bf16 4096 x@w.T [public API]", t_t, t_tt, "torch",
         f"{t_t / t_mm:.3f}x x@w ({t_mm * 1e3:.3f} ms); rel err {rel:.1e}", "")
-
-
-def _epilogue_choice() -> str:
-    """The matmul-epilogue tuner's in-memory winners (which candidate the public row ran)."""
-    from ember.autotune import tuner
-
-    names = sorted({w.name for k, w in tuner._decisions.items() if k[1] == "matmul_epilogue"})
-    return "epilogue winner " + ",".join(names) if names else "no epilogue decision"
 
 
 def bench_per_op(n: int = 2000) -> None:
