@@ -133,3 +133,23 @@ def test_names_and_repr() -> None:
     assert ember.backend_name(Device.lazy_flex()) == "dispatch<fusion<flex>>"
     assert ember.backend_name(Device.lazy_flex().autodiff()) == "dispatch<autodiff<fusion<flex>>>"
     assert repr(Device.lazy_flex()) == "Device<Fusion(Flex(Cpu))>"
+
+
+@pytest.mark.parametrize("where", ["cpu", "lazy_flex"])
+def test_structural_ints_are_part_of_the_plan_key(where: str) -> None:
+    """Reductions over different dims of a square tensor have one output shape: a plan
+    cached for one must not serve the other (dims and keepdim are structure, not values)."""
+    d = Device.cpu() if where == "cpu" else Device.lazy_flex()
+    rng = np.random.default_rng()
+    x = rng.standard_normal((5, 5)).astype(np.float32)
+    a = ember.tensor(x, device=d)
+    ref = np.exp(x.astype(np.float64))
+    for dim in (1, 0, -1, 0, 1):
+        got = a.exp().sum(dim).numpy()
+        np.testing.assert_allclose(got, ref.sum(dim), rtol=1e-5)
+    for keepdim in (False, True, False):
+        got = a.exp().sum(1, keepdim=keepdim).numpy()
+        assert got.shape == ((5, 1) if keepdim else (5,))
+        np.testing.assert_allclose(got, ref.sum(1, keepdims=keepdim), rtol=1e-5)
+    for scale in (2.0, -3.0):  # float scalars stay runtime values of one plan
+        np.testing.assert_allclose((a * scale).sum(1).numpy(), (x.astype(np.float64) * scale).sum(1), rtol=1e-5)

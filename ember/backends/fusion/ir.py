@@ -52,6 +52,9 @@ class OperationIr:
         return f"{self.op}({ins}) -> {outs}"
 
 
+_FLOAT = ("v", "float")
+
+
 def _relative_arg(a: Any, ids: dict[int, int]) -> Any:
     if type(a) is TensorIr:
         return ("t", ids.setdefault(a.id, len(ids)), a.shape, a.dtype.name)
@@ -59,9 +62,15 @@ def _relative_arg(a: Any, ids: dict[int, int]) -> Any:
         return tuple(_relative_arg(x, ids) for x in a)
     if type(a) is slice:
         return ("s", a.start, a.stop, a.step)
-    if type(a) is float or type(a) is int or type(a) is bool:
-        # scalars are runtime arguments of a plan, not part of its identity; their type is
-        return ("v", type(a).__name__)
+    if type(a) is float:
+        # a float is a runtime argument of a plan (a scalar operand, a fill value, a clamp
+        # bound), not part of its identity: the fusers read it from the op at run time
+        return _FLOAT
+    if type(a) is int or type(a) is bool:
+        # ints and bools are structure (dims, keepdim, an axis) that fusers bake into the
+        # plan when they claim a block: ``sum(x, (1,))`` and ``sum(x, (0,))`` of a square x
+        # have one output shape and must not share a plan
+        return a if type(a) is int else ("b", a)
     if isinstance(a, dt.DType):
         return a.name
     return ("o", type(a).__name__)
@@ -69,7 +78,7 @@ def _relative_arg(a: Any, ids: dict[int, int]) -> Any:
 
 def relative_key(ops: list[OperationIr]) -> tuple[Any, ...]:
     """The op sequence with tensor ids renumbered from zero in order of appearance and
-    scalar values blanked, with each input's status and each output's liveness: equal keys
+    float values blanked, with each input's status and each output's liveness: equal keys
     mean the same plan applies (a training loop's step has the same key every iteration)."""
     ids: dict[int, int] = {}
     key = []

@@ -23,6 +23,9 @@ from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
 
 __all__ = ["Stream", "Plan", "Block", "FusionStats"]
 
+#: plans kept per Fusion backend (ints in the key, such as a loop's ``x + i``, make new ones)
+_PLANS_MAX = 4096
+
 
 class Block:
     """Consecutive ops of a plan, run by one fuser (``fuser`` None: op by op, unfused)."""
@@ -116,6 +119,8 @@ class Stream:
                     plan = owner.search(ops)
             else:
                 plan = owner.search(ops)
+            if len(owner.plans) >= _PLANS_MAX:  # a workload of ever new sequences: start afresh
+                owner.plans.clear()
             owner.plans[key] = plan
             for r in recorders:
                 r.searches += 1
