@@ -20,6 +20,7 @@ from .. import dtype as dt
 from .. import tracing
 from ..errors import DTypeError, ShapeError
 from .kernel_id import ArgSig, KernelId, flat_args, stable_repr
+from .runtime import capture
 from .runtime.tensor import CubeTensor
 from .types import ArraySpec, Elem, ElemVar, Scalar, bool_, elem_of_dtype, f32, i32
 
@@ -275,6 +276,8 @@ class _Plan:
         if self.n_info:
             info = self.info_type()
             self.fmt.pack_into(info, 0, *[g(args, tensors) for g in self.getters])
+        if capture.active:
+            capture.launched(self, count, info, tensors, self._runs())
         if self.generic:
             if tracing.active:
                 with tracing.span(
@@ -294,6 +297,24 @@ class _Plan:
                 self.server.execute(self.fn, bufs, info, count.x, count.y, count.z, tensors)
         else:
             self.server.execute(self.fn, bufs, info, count.x, count.y, count.z, tensors)
+
+
+    def _runs(self) -> bool:
+        """Whether a launch now runs (not while the tuner prepares: compiles only)."""
+        if getattr(self.compiled, "pending", False):
+            return False
+        here = getattr(self.server, "preparing_here", None)
+        return not (here is not None and here())
+
+    def replay(self, count: CubeCount, info: Any, bufs: list[Any], offsets: tuple[int, ...]) -> None:
+        """A captured launch again (``runtime.capture``): its info block as packed then, its
+        buffers now, each read from the captured byte offset (same layouts, so no line
+        checks). Only runtimes whose clients are ``replayable`` (CPU, CUDA) get here."""
+        ptrs = [b.ptr + o for b, o in zip(bufs, offsets)]
+        if self.generic:
+            self.server.launch_ptrs(self.compiled, ptrs, info, count)
+        else:
+            self.server.execute(self.fn, self.buf_type(*ptrs), info, count.x, count.y, count.z, bufs)
 
 
 def _check_lines(t: CubeTensor, w: int) -> None:

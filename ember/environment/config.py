@@ -105,6 +105,9 @@ _SPECS: dict[str, _Spec] = {
         words=("inline", "thread"),
     ),
     "cube.checked": _Spec(False, "bool", "bounds-checked kernels (out-of-range reads give 0, writes drop)"),
+    "cube.replay": _Spec(
+        True, "bool", "repeated eager ops and fusion drains launch from a capture of their second run"
+    ),
 }
 
 # Short aliases of regular names; listed after the regular names, so an alias wins when both are set.

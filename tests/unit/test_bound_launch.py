@@ -38,6 +38,11 @@ class _FastFake:
         self.launches.append((ptrs, info, (cx, cy, cz)))
         return self.fail
 
+    def launch_p(self, fn, cx, cy, cz, bx, by, bz, smem, stream, params, extra):
+        # the per-op entry: handles and the block as c_void_p objects, sizes as plain ints
+        assert all(type(v) is int for v in (cx, cy, cz, bx, by, bz, smem))
+        return self.launch(fn.value, cx, cy, cz, bx, by, bz, smem, stream.value, params.value, extra)
+
     def dtoh_async(self, dst, src, nbytes, stream):
         ctypes.memmove(dst, src, nbytes)
         return 0
@@ -50,6 +55,7 @@ class _FastFake:
 def _server(fake: _FastFake, monkeypatch) -> CudaServer:
     s = object.__new__(CudaServer)
     s.ctx, s._fast, s._stream_h, s.launches = object(), fake, 1, 0
+    s._stream_p = ctypes.c_void_p(1)
     s.cu = types.SimpleNamespace(CUresult=int)
     monkeypatch.setattr(cuda, "_current", types.SimpleNamespace(ctx=s.ctx))
     monkeypatch.setattr(cuda, "_err_text", lambda err: f"error {int(err)}")
@@ -177,9 +183,15 @@ def test_blocks_from_two_threads_do_not_mix(monkeypatch):
 
 
 # ---------------------------------------------------------------------------------------- reads
-def _client(fake: _FastFake, monkeypatch) -> CudaClient:
+def _client(fake: _FastFake, monkeypatch, staged: bool = False) -> CudaClient:
+    """``staged``: small reads land in a (host) staging block first, as in pinned memory."""
     c = object.__new__(CudaClient)
     c.server = _server(fake, monkeypatch)
+    c._stage_lock = threading.Lock()
+    c._stage = 0
+    if staged:
+        c._stage_mem = np.full(cuda._STAGE_BYTES, 0xAB, np.uint8)  # poisoned: stale bytes would show
+        c._stage = c._stage_mem.ctypes.data
     return c
 
 
@@ -197,9 +209,10 @@ def _client(fake: _FastFake, monkeypatch) -> CudaClient:
         (np.uint8, (0, 3), (3, 1), 0),
     ],
 )
-def test_read_copies_the_view_in_c_order(monkeypatch, dtype, shape, strides, offset):
+@pytest.mark.parametrize("staged", [False, True])
+def test_read_copies_the_view_in_c_order(monkeypatch, dtype, shape, strides, offset, staged):
     fake = _FastFake(0, 0)
-    c = _client(fake, monkeypatch)
+    c = _client(fake, monkeypatch, staged)
     device = np.random.default_rng().integers(0, 255, 256, dtype=np.uint8)  # "device" memory
     buf = types.SimpleNamespace(ptr=device.ctypes.data)
     got = c.read(buf, dtype, shape, strides, offset)

@@ -34,7 +34,7 @@ _ids = itertools.count(1)
 class FusionTensor:
     """A lazy handle: shape and dtype now, ``value`` (the inner primitive) after a drain."""
 
-    __slots__ = ("id", "shape", "dtype", "stream", "value", "error", "__weakref__")
+    __slots__ = ("id", "shape", "dtype", "stream", "value", "error", "ir", "__weakref__")
 
     def __init__(self, id: int, shape: tuple[int, ...], dtype: dt.DType, stream: Stream | None,
                  value: Any = None) -> None:
@@ -43,6 +43,8 @@ class FusionTensor:
         self.dtype = dtype
         self.stream = stream
         self.value = value
+        #: its IR (id, shape, dtype: immutable, so every op reading it shares one)
+        self.ir = TensorIr(id, shape, dtype)
         #: the exception of a failed drain that should have produced this value
         self.error: BaseException | None = None
 
@@ -67,11 +69,14 @@ class Fusion(Backend):
         self.name = f"fusion<{inner.name}>"
         self.fusers = list(fusers)
         self.stage = stage
-        if queue_limit is None:
-            from ...environment import config
+        from ...environment import config
 
+        if queue_limit is None:
             queue_limit = int(config.get("fusion.queue_limit"))
         self.queue_limit = queue_limit
+        #: drains of a plan run from a capture from the third on (``replay``)
+        self.replayable = bool(getattr(getattr(inner, "client", None), "replayable", False)) and bool(
+            config.get("cube.replay"))
         #: relative op sequence -> plan (searched once per distinct sequence)
         self.plans: dict[Any, Plan] = {}
         self.stats = FusionStats()
@@ -101,8 +106,9 @@ class Fusion(Backend):
             if a.value is not None or a.stream is not stream:
                 # realised, or queued on another thread (realise drains that stream first)
                 stream.consts[a.id] = self.realise(a)
-                stream.handles.setdefault(a.id, weakref.ref(a))
-            t = TensorIr(a.id, a.shape, a.dtype)
+                if a.id not in stream.handles:
+                    stream.handles[a.id] = weakref.ref(a)
+            t = a.ir
             inputs.append(t)
             return t
         if (type(a) is tuple or type(a) is list) and a and type(a[0]) is FusionTensor:
@@ -116,14 +122,14 @@ class Fusion(Backend):
         for a in args:
             if type(a) is FusionTensor and a.value is None and a.stream is stream:
                 # queued on this stream (a chain's usual input): what ``_ir`` would record
-                t = TensorIr(a.id, a.shape, a.dtype)
+                t = a.ir
                 inputs.append(t)
                 ir.append(t)
             else:
                 ir.append(self._ir(a, stream, inputs))
         ir_args = tuple(ir)
         out = FusionTensor(next(_ids), shape, dtype, stream)
-        stream.ops.append(OperationIr(op, ir_args, tuple(inputs), (TensorIr(out.id, shape, dtype),)))
+        stream.ops.append(OperationIr(op, ir_args, tuple(inputs), (out.ir,)))
         stream.handles[out.id] = weakref.ref(out)
         if len(stream.ops) >= self.queue_limit:
             stream.drain()

@@ -9,6 +9,7 @@ and no Python handle is left), so a kernel may write its result into that buffer
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ... import dtype as dt
@@ -55,35 +56,52 @@ class OperationIr:
 _FLOAT = ("v", "float")
 
 
-def _relative_arg(a: Any, ids: dict[int, int]) -> Any:
+def _relative_arg(a: Any, ids: dict[int, int], values: list[Any]) -> Any:
     if type(a) is TensorIr:
-        return ("t", ids.setdefault(a.id, len(ids)), a.shape, a.dtype.name)
+        return ("t", ids.setdefault(a.id, len(ids)), a.shape, a.dtype)
     if type(a) is tuple or type(a) is list:
-        return tuple(_relative_arg(x, ids) for x in a)
-    if type(a) is slice:
-        return ("s", a.start, a.stop, a.step)
+        return tuple(_relative_arg(x, ids, values) for x in a)
     if type(a) is float:
         # a float is a runtime argument of a plan (a scalar operand, a fill value, a clamp
-        # bound), not part of its identity: the fusers read it from the op at run time
+        # bound), not part of its identity: the fusers read it from the op at run time.
+        # Its value goes to ``values`` (-0.0 apart from 0.0: they differ in products)
+        values.append(a if a else (a, math.copysign(1.0, a)))
         return _FLOAT
     if type(a) is int or type(a) is bool:
         # ints and bools are structure (dims, keepdim, an axis) that fusers bake into the
         # plan when they claim a block: ``sum(x, (1,))`` and ``sum(x, (0,))`` of a square x
         # have one output shape and must not share a plan
         return a if type(a) is int else ("b", a)
+    if type(a) is slice:
+        return ("s", a.start, a.stop, a.step)
     if isinstance(a, dt.DType):
         return a.name
+    if a is None or type(a) is str:
+        return ("o", a)
+    values.append(a)
     return ("o", type(a).__name__)
 
 
-def relative_key(ops: list[OperationIr]) -> tuple[Any, ...]:
+def relative_key(ops: list[OperationIr], values: list[Any] | None = None) -> tuple[Any, ...]:
     """The op sequence with tensor ids renumbered from zero in order of appearance and
-    float values blanked, with each input's status and each output's liveness: equal keys
-    mean the same plan applies (a training loop's step has the same key every iteration)."""
+    float values blanked (other objects by type), with each input's status and each output's
+    liveness: equal keys mean the same plan applies (a training loop's step has the same key
+    every iteration). The blanked values are appended to ``values`` in op order: with the
+    key they say everything the drain's launches depend on besides its input tensors."""
     ids: dict[int, int] = {}
+    if values is None:
+        values = []
     key = []
     for o in ops:
-        args = tuple([_relative_arg(a, ids) for a in o.args])
-        outs = tuple([("t", ids.setdefault(t.id, len(ids)), t.shape, t.dtype.name) for t in o.outputs])
-        key.append((o.op, args, outs, o.status, o.live))
+        args = []
+        for a in o.args:  # the common kinds inline (this runs for every op of every drain)
+            ta = type(a)
+            if ta is TensorIr:
+                args.append(("t", ids.setdefault(a.id, len(ids)), a.shape, a.dtype))
+            elif ta is int:
+                args.append(a)
+            else:
+                args.append(_relative_arg(a, ids, values))
+        outs = tuple([("t", ids.setdefault(t.id, len(ids)), t.shape, t.dtype) for t in o.outputs])
+        key.append((o.op, tuple(args), outs, o.status, o.live))
     return tuple(key)

@@ -20,6 +20,7 @@ from typing import Any
 from ... import tracing
 from .indices import INDEX_OPS, checked_args
 from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
+from .replay import NEVER, PER_PLAN, SEEN, DrainReplay, capture_drain, replay_key
 
 __all__ = ["Stream", "Plan", "Block", "FusionStats"]
 
@@ -44,25 +45,32 @@ class Block:
 
 
 class Plan:
-    __slots__ = ("blocks",)
+    __slots__ = ("blocks", "keep", "replays")
 
     def __init__(self, blocks: list[Block]) -> None:
         self.blocks = blocks
+        #: indices of the ops the blocks index (None: all; the others are dead)
+        self.keep: tuple[int, ...] | None = None
+        #: replay key -> SEEN / NEVER / DrainReplay (``replay``); None: the inner backend
+        #: cannot replay
+        self.replays: dict[Any, Any] | None = None
 
 
 class FusionStats:
     """Counters for tests and the inspector (per Fusion backend)."""
 
-    __slots__ = ("drains", "searches", "plan_hits", "fused_blocks", "unfused_ops", "last_blocks")
+    __slots__ = ("drains", "searches", "plan_hits", "replays", "fused_blocks", "unfused_ops", "last_blocks")
 
     def __init__(self) -> None:
         self.drains = 0
+        #: drains run from a capture (``replay``)
+        self.replays = 0
         self.searches = 0
         self.plan_hits = 0
         self.fused_blocks = 0
         self.unfused_ops = 0
         #: (fuser name or "unfused", [op names]) of the last drain, in execution order
-        self.last_blocks: list[tuple[str, list[str]]] = []
+        self.last_blocks: list[tuple[str, list[str]]] | tuple[tuple[str, list[str]], ...] = []
 
 
 def _map_args(a: Any, env: dict[int, Any]) -> Any:
@@ -109,16 +117,13 @@ class Stream:
         stats = owner.stats
         stats.drains += 1
         _mark_last_uses(ops, handles, dropped, consts)
-        key = relative_key(ops)
+        values: list[Any] = []
+        key = relative_key(ops, values)
         plan = owner.plans.get(key)
         recorders = owner.recorders
         if plan is None:
             stats.searches += 1
-            if tracing.active:
-                with tracing.span("search", layer="fusion", ops=len(ops)):
-                    plan = owner.search(ops)
-            else:
-                plan = owner.search(ops)
+            plan = self._search(ops)
             if len(owner.plans) >= _PLANS_MAX:  # a workload of ever new sequences: start afresh
                 owner.plans.clear()
             owner.plans[key] = plan
@@ -128,13 +133,16 @@ class Stream:
             stats.plan_hits += 1
             for r in recorders:
                 r.plan_hits += 1
+        if plan.keep is not None:
+            ops = [ops[i] for i in plan.keep]
         env = consts
-        inner = owner.inner
-        stats.last_blocks = []
         failure: BaseException | None = None
         try:
-            for block in plan.blocks:
-                self._run_block(block, ops[block.start:block.stop], inner, env, stats)
+            replays = plan.replays
+            if replays is None or recorders or tracing.active:
+                self._execute(plan, ops, env)
+            else:
+                self._execute_or_replay(plan, ops, env, values, replays)
         except BaseException as e:
             failure = e
             raise
@@ -156,6 +164,67 @@ class Stream:
                 elif failure is not None:
                     h.stream = None
                     h.error = failure
+
+    def _search(self, ops: list[OperationIr]) -> Plan:
+        """The plan of a new sequence: its dead ops (no live result, nothing later reads
+        them) left out, the rest split into blocks by the fusers."""
+        owner = self.owner
+        keep = _needed(ops)
+        live_ops = ops if keep is None else [ops[i] for i in keep]
+        if tracing.active:
+            with tracing.span("search", layer="fusion", ops=len(ops)):
+                plan = owner.search(live_ops)
+        else:
+            plan = owner.search(live_ops)
+        plan.keep = keep
+        plan.replays = {} if owner.replayable else None
+        return plan
+
+    def _execute(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any]) -> None:
+        inner = self.owner.inner
+        stats = self.owner.stats
+        stats.last_blocks = []
+        for block in plan.blocks:
+            self._run_block(block, ops[block.start:block.stop], inner, env, stats)
+
+    def _execute_or_replay(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any], values: list[Any],
+                           replays: dict[Any, Any]) -> None:
+        """Run the plan: from its capture where this layout has one (``replay``), else
+        normally, captured on the layout's second drain."""
+        rkey = replay_key(values, env)
+        if rkey is None:
+            self._execute(plan, ops, env)
+            return
+        try:
+            rep = replays.get(rkey)
+        except TypeError:  # an unhashable value among the arguments
+            self._execute(plan, ops, env)
+            return
+        if type(rep) is DrainReplay:
+            outs = rep.replay.run(self.owner.inner.client, list(env.values()))
+            for (i, j), v in zip(rep.outputs, outs):
+                env[ops[i].outputs[j].id] = v
+            stats = self.owner.stats
+            stats.fused_blocks += rep.fused
+            stats.unfused_ops += rep.unfused
+            stats.replays += 1
+            stats.last_blocks = rep.blocks
+            return
+        if rep is None:
+            if len(replays) >= PER_PLAN:
+                replays.clear()
+            replays[rkey] = SEEN
+            self._execute(plan, ops, env)
+            return
+        if rep is NEVER:
+            self._execute(plan, ops, env)
+            return
+        cap = capture_drain(env)
+        with cap:
+            self._execute(plan, ops, env)
+        where = tuple((i, j) for i, o in enumerate(ops) for j, live in enumerate(o.live) if live)
+        r = cap.replay([env[ops[i].outputs[j].id] for i, j in where])
+        replays[rkey] = NEVER if r is None else DrainReplay(r, where, self.owner.stats.last_blocks)
 
     @staticmethod
     def _run_block(block: Block, block_ops: list[OperationIr], inner: Any, env: dict[int, Any],
@@ -212,3 +281,19 @@ def _mark_last_uses(ops: list[OperationIr], handles: dict[int, Any], dropped: se
             live.append(ref is not None and ref() is not None)
         o.live = tuple(live)
 
+
+def _needed(ops: list[OperationIr]) -> tuple[int, ...] | None:
+    """Indices of the ops whose results are wanted: a live output, or an input of a wanted
+    op later on (None: all of them). An index op stays whatever happens to its result: its
+    index check may raise, as it would eagerly."""
+    wanted: set[int] = set()
+    keep = []
+    for i in range(len(ops) - 1, -1, -1):
+        o = ops[i]
+        if True in o.live or o.op in INDEX_OPS or any(t.id in wanted for t in o.outputs):
+            keep.append(i)
+            for t in o.inputs:
+                wanted.add(t.id)
+    if len(keep) == len(ops):
+        return None
+    return tuple(reversed(keep))

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from . import capture
 from .cpu import CpuServer
 from .memory import Buffer, MemoryPool
 
@@ -32,17 +33,27 @@ class ComputeClient:
         return self.runtime
 
     # ---------------------------------------------------------------- memory
+    #: launches and reservations can be captured and replayed (``capture``)
+    replayable = True
+
     def empty(self, nbytes: int) -> Buffer:
-        return self.pool.reserve(nbytes)
+        buf = self.pool.reserve(nbytes)
+        if capture.active:
+            capture.alloc(buf, nbytes)
+        return buf
 
     def create(self, array: np.ndarray) -> Buffer:
         """A new buffer holding a copy of ``array``'s elements in C order."""
+        if capture.active:
+            capture.broken("an upload")
         buf = self.pool.reserve(array.nbytes)
         if array.nbytes:
             np.copyto(buf.view(array.dtype, array.shape), array, casting="no")
         return buf
 
     def write(self, buf: Buffer, array: np.ndarray, byte_offset: int = 0) -> None:
+        if capture.active:
+            capture.broken("an upload")
         self.server.sync()
         if array.nbytes:
             np.copyto(buf.view(array.dtype, array.shape, None, byte_offset), array, casting="no")
@@ -56,6 +67,8 @@ class ComputeClient:
         byte_offset: int = 0,
     ) -> np.ndarray:
         """A copy of the elements (``strides`` in bytes; None = C order)."""
+        if capture.active:
+            capture.broken("a read back")
         self.server.sync()
         return np.array(buf.view(dtype, shape, strides, byte_offset), copy=True, order="C")
 
@@ -68,6 +81,8 @@ class ComputeClient:
         return self.server.pipeline(kid, make_ir)
 
     def sync(self) -> None:
+        if capture.active:
+            capture.broken("a sync")
         self.server.sync()
 
     def preparing(self) -> Any:

@@ -30,6 +30,7 @@ from ...errors import CompilationError, DeviceUnavailableError, EmberError
 from ..compiler.base import CompiledSource
 from ..compiler.cuda import CudaCompiler
 from ..kernel_id import KernelId
+from . import capture
 from .cuda_fastcall import fast_driver, handle
 from .cuda_index import CubinIndex
 from .cuda_memory import CudaBuffer, CudaMemoryPool, DeviceOutOfMemory
@@ -174,6 +175,8 @@ class CudaKernel:
     pending: bool = False
     #: the parameter arrays of its launches, built once and refilled per launch (``BoundArgs``)
     bound: Any = None
+    #: ``handle`` as a ctypes pointer object (made at the first fast launch)
+    handle_p: Any = None
 
 
 class BoundArgs:
@@ -185,7 +188,7 @@ class BoundArgs:
     the call returns; ``lock`` keeps two threads from filling it at once (the loser of a race
     builds throwaway arrays instead of waiting)."""
 
-    __slots__ = ("n", "ptrs", "params", "params_addr", "lock")
+    __slots__ = ("n", "ptrs", "params", "params_addr", "params_p", "lock")
 
     def __init__(self, n: int, has_info: bool) -> None:
         self.n = n
@@ -193,6 +196,7 @@ class BoundArgs:
         base = ctypes.addressof(self.ptrs)
         self.params = (ctypes.c_void_p * max(n + has_info, 1))(*[base + 8 * i for i in range(n)])
         self.params_addr = ctypes.addressof(self.params)
+        self.params_p = ctypes.c_void_p(self.params_addr)
         self.lock = threading.Lock()
 
 
@@ -219,6 +223,7 @@ class CudaServer(Preparing):
         # the per-op driver calls go through ctypes when libcuda allows (cuda_fastcall)
         self._fast = None if os.environ.get("EMBER_CUDA_FASTCALL", "1") == "0" else fast_driver()
         self._stream_h = handle(self.stream) if self._fast is not None else 0
+        self._stream_p = ctypes.c_void_p(self._stream_h)
         self.compiler = CudaCompiler(self.arch)
         self.nvrtc = nvrtc()
         self.pipelines: dict[KernelId, CudaKernel] = {}
@@ -424,6 +429,8 @@ class CudaServer(Preparing):
     ) -> None:
         """Launch a CUfunction with ctypes values as its parameters, in order (``PENDING_RAW``,
         a function still compiling while preparing: nothing)."""
+        if capture.active:
+            capture.broken("a raw launch")  # its arguments hold addresses: nothing to rebind
         if fn is PENDING_RAW:
             return
         if getattr(_current, "ctx", None) is not self.ctx:
@@ -436,42 +443,49 @@ class CudaServer(Preparing):
 
     # ---------------------------------------------------------------- execution
     def launch(self, k: CudaKernel, tensors: list[Any], info: Any, count: Any) -> None:
+        self.launch_ptrs(k, [t.buffer.ptr + t.offset * t.dtype.itemsize for t in tensors], info, count)
+
+    def launch_ptrs(self, k: CudaKernel, ptrs: list[int], info: Any, count: Any) -> None:
+        """``launch`` with the buffers' element addresses given (a replayed launch)."""
         cx, cy, cz = count.x, count.y, count.z
         if not (cx and cy and cz) or k.pending:
             return
         if getattr(_current, "ctx", None) is not self.ctx:
             self.current()
-        n = len(tensors)
+        n = len(ptrs)
         b = k.bound
         if b is None or b.n != n:
             b = k.bound = BoundArgs(n, k.has_info)
         if b.lock.acquire(False):
             try:
-                b.ptrs[:n] = [t.buffer.ptr + t.offset * t.dtype.itemsize for t in tensors]
+                b.ptrs[:n] = ptrs
                 if k.has_info:
                     b.params[n] = ctypes.addressof(info)
-                err = self._launch_params(k, cx, cy, cz, b.params_addr)
+                err = self._launch_params(k, cx, cy, cz, b)
             finally:
                 b.lock.release()
         else:  # another thread is filling the block: a private one (the driver copies it during the call)
             own = BoundArgs(n, k.has_info)
-            own.ptrs[:n] = [t.buffer.ptr + t.offset * t.dtype.itemsize for t in tensors]
+            own.ptrs[:n] = ptrs
             if k.has_info:
                 own.params[n] = ctypes.addressof(info)
-            err = self._launch_params(k, cx, cy, cz, own.params_addr)
+            err = self._launch_params(k, cx, cy, cz, own)
         if int(err) != 0:
             raise CudaError(
                 f"cuLaunchKernel({k.entry}, grid=({cx}, {cy}, {cz}), block={k.block}) failed: {_err_text(err)}"
             )
         self.launches += 1
 
-    def _launch_params(self, k: CudaKernel, cx: int, cy: int, cz: int, params: int) -> Any:
-        """cuLaunchKernel of ``k`` with the parameter block at address ``params``; the CUresult."""
+    def _launch_params(self, k: CudaKernel, cx: int, cy: int, cz: int, b: BoundArgs) -> Any:
+        """cuLaunchKernel of ``k`` with the parameter block ``b``; the CUresult."""
         bx, by, bz = k.block
         if k.handle:
-            err = self._fast.launch(k.handle, cx, cy, cz, bx, by, bz, 0, self._stream_h, params, None)
+            hp = k.handle_p
+            if hp is None:
+                hp = k.handle_p = ctypes.c_void_p(k.handle)
+            err = self._fast.launch_p(hp, cx, cy, cz, bx, by, bz, 0, self._stream_p, b.params_p, None)
             return self.cu.CUresult(err) if err else 0
-        (err,) = self.cu.cuLaunchKernel(k.fn, cx, cy, cz, bx, by, bz, 0, self.stream, params, 0)
+        (err,) = self.cu.cuLaunchKernel(k.fn, cx, cy, cz, bx, by, bz, 0, self.stream, b.params_addr, 0)
         return err
 
     def sync(self) -> None:
@@ -489,6 +503,10 @@ class CudaServer(Preparing):
         except IndexError:
             self.current()
             return _ok(self.cu.cuEventCreate(self.cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
+
+
+#: reads up to this size go through the pinned staging block
+_STAGE_BYTES = 1 << 16
 
 
 class CudaClient:
@@ -510,6 +528,11 @@ class CudaClient:
         # physical adapter + runtime<compiler>: how the device was spelled plays no part
         self.device_id = f"{adapter}/cuda<nvrtc-{nv.version[0]}.{nv.version[1]}-{s.arch}>"
         self.throughput_id = adapter
+        #: pinned host block small reads land in (a DMA straight into it, then a memmove):
+        #: a copy into pageable memory goes through the driver's own staging, slower for
+        #: the 4 bytes of an ``.item()``; made at the first small read, one reader at a time
+        self._stage: int | None = None
+        self._stage_lock = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -535,11 +558,19 @@ class CudaClient:
         s.current()
         _ok(s.cu.cuMemFree(ptr), "cuMemFree")
 
+    #: launches and reservations can be captured and replayed (``capture``)
+    replayable = True
+
     def empty(self, nbytes: int) -> CudaBuffer:
-        return self.pool.reserve(nbytes)
+        buf = self.pool.reserve(nbytes)
+        if capture.active:
+            capture.alloc(buf, nbytes)
+        return buf
 
     def create(self, array: np.ndarray) -> CudaBuffer:
         """A new buffer holding a copy of ``array``'s elements in C order."""
+        if capture.active:
+            capture.broken("an upload")
         buf = self.pool.reserve(array.nbytes)
         if array.nbytes:
             self.write(buf, array)
@@ -547,6 +578,8 @@ class CudaClient:
 
     def write(self, buf: CudaBuffer, array: np.ndarray, byte_offset: int = 0) -> None:
         """Copy ``array`` (C order) into the buffer, ordered after the launches before it."""
+        if capture.active:
+            capture.broken("an upload")
         if not array.nbytes:
             return
         a = np.ascontiguousarray(array)
@@ -570,6 +603,8 @@ class CudaClient:
     ) -> np.ndarray:
         """A host copy of the elements (``strides`` in bytes; None = C order): the byte span the
         view covers comes over in one copy, the view is taken on the host."""
+        if capture.active:
+            capture.broken("a read back")
         dtype = np.dtype(dtype)
         shape = tuple(shape)
         if strides is None or _is_c_order(shape, strides, dtype.itemsize):
@@ -590,6 +625,17 @@ class CudaClient:
             return view
         return np.array(view, copy=True, order="C")
 
+    def _make_stage(self) -> int:
+        """The pinned staging block of small reads (0 where pinned memory is refused or turned
+        off: reads then go straight to pageable memory)."""
+        if os.environ.get("EMBER_CUDA_PINNED_READS", "1") == "0":
+            self._stage = 0
+            return 0
+        s = self.server
+        err, ptr = s.cu.cuMemAllocHost(_STAGE_BYTES)
+        self._stage = int(ptr) if int(err) == 0 else 0
+        return self._stage
+
     def _copy_to_host(self, dst: int, src: int, nbytes: int) -> None:
         """``nbytes`` from device address ``src`` to host address ``dst``, ordered after the
         stream's launches; returns once they are there (a kernel's failure surfaces here)."""
@@ -598,6 +644,22 @@ class CudaClient:
             s.current()
         fast = s._fast
         if fast is not None:
+            if nbytes <= _STAGE_BYTES and self._stage_lock.acquire(False):
+                try:
+                    stage = self._stage
+                    if stage is None:
+                        stage = self._make_stage()
+                    if stage:
+                        err = fast.dtoh_async(stage, src, nbytes, s._stream_h)
+                        if err:
+                            _ok((s.cu.CUresult(err),), "cuMemcpyDtoHAsync")
+                        err = fast.stream_sync(s._stream_h)
+                        if err:
+                            _ok((s.cu.CUresult(err),), "cuStreamSynchronize (a kernel of this device failed)")
+                        ctypes.memmove(dst, stage, nbytes)
+                        return
+                finally:
+                    self._stage_lock.release()
             err = fast.dtoh_async(dst, src, nbytes, s._stream_h)
             if err:
                 _ok((s.cu.CUresult(err),), "cuMemcpyDtoHAsync")
@@ -623,6 +685,8 @@ class CudaClient:
         self.server.wait_prepared()
 
     def sync(self) -> None:
+        if capture.active:
+            capture.broken("a sync")
         self.server.sync()
 
     def profile(self, fn: Callable[[], Any]) -> tuple[Any, float]:

@@ -24,7 +24,7 @@ class FastDriver:
     """The driver's ``cuLaunchKernel``, ``cuMemcpyDtoHAsync_v2``, ``cuMemcpyHtoDAsync_v2`` and
     ``cuStreamSynchronize`` as ctypes functions returning the CUresult as an int."""
 
-    __slots__ = ("launch", "dtoh_async", "htod_async", "stream_sync")
+    __slots__ = ("launch", "launch_p", "dtoh_async", "htod_async", "stream_sync")
 
     def __init__(self, lib: Any) -> None:
         f = lib.cuLaunchKernel
@@ -32,6 +32,13 @@ class FastDriver:
         f.argtypes = [_c_void_p, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_void_p,
                       _c_void_p, _c_void_p]
         self.launch = f
+        # the same entry without argtypes, for the per-op path: ctypes then converts each
+        # argument by its own type, a third of the time for eleven (0.4 against 1.2 µs on
+        # the dev box). The caller passes the handles and the parameter block as prebuilt
+        # ``c_void_p`` objects and the grid and block sizes as ints below 2**31
+        f = lib["cuLaunchKernel"]
+        f.restype = ctypes.c_int
+        self.launch_p = f
         f = lib.cuMemcpyDtoHAsync_v2
         f.restype = ctypes.c_int
         f.argtypes = [_c_void_p, ctypes.c_uint64, ctypes.c_size_t, _c_void_p]

@@ -1,0 +1,144 @@
+"""Replayed drains (``fusion.replay`` over ``cube.runtime.capture``): from the third drain of a
+plan with one input layout and one set of scalar values, the launches run from a capture.
+Every check compares against float64 numpy on fresh data per drain, so a replay that kept
+stale buffers, stale scalars or a wrong layout fails. Runs on the CPU device, and on CUDA
+where one starts (EMBER_TEST_REPLAY_CUDA=0 leaves it out)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from replay_helpers import devices, rand
+
+import ember
+from ember import Device
+from ember.backends.fusion import Fusion
+from ember.backends.fusion.replay import NEVER, DrainReplay
+
+
+@pytest.fixture(params=devices())
+def dev(request: pytest.FixtureRequest) -> Device:
+    return Device.cpu() if request.param == "cpu" else Device.cuda()
+
+
+def fusion_of(dev: Device) -> Fusion:
+    b = dev.backend()
+    while not isinstance(b, Fusion):
+        b = b.inner
+    return b
+
+
+def test_round_trip_replays_with_fresh_values(dev: Device) -> None:
+    f = fusion_of(dev)
+    rng = np.random.default_rng()
+    before = f.stats.replays
+    for _ in range(6):
+        x, y = rand(rng, 16), rand(rng, 16)
+        a, b = ember.tensor(x, device=dev), ember.tensor(y, device=dev)
+        got = (a + b).sum().item()
+        assert got == pytest.approx(float((x.astype(np.float64) + y).sum()), rel=1e-5, abs=1e-5)
+    assert f.stats.replays - before >= 3  # drains 3..6 at least (earlier tests may have warmed it)
+
+
+def test_scalars_and_signed_zero_are_part_of_the_replay(dev: Device) -> None:
+    rng = np.random.default_rng()
+    x = rand(rng, 8)
+    a = ember.tensor(x, device=dev)
+    for s in (2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0, 2.0, -0.0, -0.0, 0.0, 0.0, -0.0):
+        got = (a * s + 1.0).numpy()
+        np.testing.assert_allclose(got, x.astype(np.float64) * s + 1.0, rtol=1e-6, atol=1e-6)
+        zeros = (a.abs() * s).numpy()  # the sign of a zero product follows the scalar's
+        assert np.array_equal(np.signbit(zeros), np.signbit(np.abs(x) * np.float32(s)))
+
+
+def test_layouts_key_the_replay(dev: Device) -> None:
+    """One op sequence on realised inputs of one shape but other strides or offsets (a
+    transposed view, a slice at an offset, a contiguous tensor): each layout replays its own
+    launches."""
+    rng = np.random.default_rng()
+    for _ in range(4):
+        for kind in ("plain", "transposed", "slice"):
+            x = rand(rng, 7, 6)
+            t = ember.tensor(x, device=dev)
+            if kind == "transposed":
+                v, ref = t[:6].T, x[:6].T
+            elif kind == "slice":
+                v, ref = t[1:7], x[1:7]
+            else:
+                v, ref = t[:6], x[:6]
+            v.numpy()  # realised: the view is the drain's input, its layout in the replay key
+            got = (v.exp() * 2.0).sum(1).numpy()
+            np.testing.assert_allclose(got, (np.exp(ref.astype(np.float64)) * 2).sum(1), rtol=1e-5)
+
+
+def test_aliased_inputs_key_the_replay(dev: Device) -> None:
+    """Two realised inputs on one buffer (halves of one tensor) or on two: the same key but
+    for the buffer sharing."""
+    rng = np.random.default_rng()
+    for i in range(8):
+        x, y = rand(rng, 64), rand(rng, 64)
+        t, u = ember.tensor(x, device=dev), ember.tensor(y, device=dev)
+        a, b = t[:32], (t[32:] if i % 2 else u[32:])
+        a.numpy()
+        b.numpy()
+        br = x[32:] if i % 2 else y[32:]
+        np.testing.assert_allclose((a * b - a).numpy(), x[:32].astype(np.float64) * br - x[:32], rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_in_place_last_uses_replay_into_the_new_buffers(dev: Device) -> None:
+    """A dropped intermediate's buffer is written in place by the next op: a replay must write
+    into this drain's buffer, never a captured one still held by an earlier result."""
+    rng = np.random.default_rng()
+    kept = []
+    for _ in range(6):
+        x = rand(rng, 64)
+        a = ember.tensor(x, device=dev)
+        y = ((a * 3.0).exp() + 1.0).sqrt()  # intermediates dropped: in-place candidates
+        out = y.numpy()
+        kept.append((y, out.copy()))
+        np.testing.assert_allclose(out, np.sqrt(np.exp(x.astype(np.float64) * 3) + 1), rtol=1e-5)
+    for y, out in kept:  # results of earlier replays are untouched by later ones
+        np.testing.assert_array_equal(y.numpy(), out)
+
+
+def test_several_outputs_and_views_as_results(dev: Device) -> None:
+    rng = np.random.default_rng()
+    for _ in range(5):
+        x = rand(rng, 4, 8)
+        a = ember.tensor(x, device=dev)
+        s = a.sum(1, keepdim=True)
+        r = a.reshape(8, 4)
+        e = (a - s).exp()
+        xd = x.astype(np.float64)
+        np.testing.assert_allclose(e.numpy(), np.exp(xd - xd.sum(1, keepdims=True)), rtol=1e-5)
+        np.testing.assert_allclose(s.numpy(), xd.sum(1, keepdims=True), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(r.numpy(), x.reshape(8, 4))
+
+
+def test_dead_ops_are_not_run(dev: Device) -> None:
+    f = fusion_of(dev)
+    rng = np.random.default_rng()
+    x = rand(rng, 16)
+    a = ember.tensor(x, device=dev)
+    a.exp()  # dropped at once: nothing will read it
+    y = a + 1.0
+    np.testing.assert_allclose(y.numpy(), x.astype(np.float64) + 1.0, rtol=1e-6, atol=1e-6)
+    assert [names for _, names in f.stats.last_blocks] == [["add_scalar"]] or all(
+        "exp" not in names for _, names in f.stats.last_blocks)
+
+
+def test_a_drain_with_an_upload_is_never_replayed(dev: Device) -> None:
+    """Index ops check their indices at the drain (a read back, perhaps an upload): such a
+    drain runs normally every time and stays correct."""
+    f = fusion_of(dev)
+    rng = np.random.default_rng()
+    for _ in range(5):
+        x = rand(rng, 10)
+        idx = rng.integers(-10, 10, size=4)
+        a = ember.tensor(x, device=dev)
+        i = ember.tensor(idx, device=dev)
+        got = (a * 2.0)[i].numpy()
+        np.testing.assert_allclose(got, x[idx] * 2.0, rtol=1e-6)
+    marks = [r for p in f.plans.values() if p.replays for r in p.replays.values()]
+    assert NEVER in marks or any(type(r) is DrainReplay for r in marks)
