@@ -44,6 +44,13 @@ class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
     def __init__(self, client: Any) -> None:
         self.client = client
         self.name = f"cube<{client.name}>"
+        if getattr(client, "replayable", False):
+            from ...environment import config
+
+            if config.get("cube.replay"):
+                from .replayed_ops import install
+
+                install(self)
 
     def supports(self, dtype: dt.DType) -> bool:
         """Whether tensors of ``dtype`` can live on this device (a WGSL device holds no

@@ -1,0 +1,135 @@
+"""Replayed eager ops: a Cube backend op called again with the same argument layouts and
+values runs from a capture of its launches (``cube.runtime.capture``).
+
+An op's launches depend on its name, its tensors' layouts (dtype, shape, strides, offset,
+which of them share a buffer), its other arguments' values, and the float32 matmul
+precision; with these equal the op would derive the same kernels, grids and info blocks
+again. The first call of a signature runs normally (it may compile or tune), the second
+runs captured, later ones replay: a tiny op then costs a key and its launches, not the
+backend's derivation (what the Fusion layer's replayed drains do for a whole drain).
+
+Views (reshape, permute, expand, slice) launch nothing and are left alone, as are the data
+ops. While a capture is open (a Fusion drain being captured) or tracing is on, ops run
+normally, so the outer capture and the debug log see every launch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ... import dtype as dt
+from ... import precision, tracing
+from ...cube.runtime import capture
+from ...cube.runtime.capture import Capture, Replay
+from ...cube.runtime.tensor import CubeTensor
+
+__all__ = ["install", "REPLAYED"]
+
+#: catalog ops that launch kernels and return new tensors
+REPLAYED = frozenset({
+    "abs", "add", "add_scalar", "all", "any", "argmax", "argmin", "atan2", "cast", "cat", "ceil", "clamp",
+    "contiguous", "copy", "cos", "cumsum", "div", "div_scalar", "eq", "eq_scalar", "erf", "exp", "expm1", "flip",
+    "floor", "floor_div", "floor_div_scalar", "full", "gather", "ge", "ge_scalar", "gelu", "gelu_tanh", "gt",
+    "gt_scalar", "index", "index_put", "index_select", "isfinite", "isinf", "isnan", "le", "le_scalar", "log",
+    "log1p", "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "lt",
+    "lt_scalar", "masked_fill", "matmul", "max", "maximum", "maximum_scalar", "mean", "min", "minimum",
+    "minimum_scalar", "mul", "mul_scalar", "ne", "ne_scalar", "neg", "pad", "pow", "pow_scalar", "prod",
+    "rdiv_scalar", "reciprocal", "relu", "remainder", "remainder_scalar", "replace_value", "rfloor_div_scalar",
+    "round", "rpow_scalar", "rremainder_scalar", "rsqrt", "rsub_scalar", "scatter", "scatter_add", "sigmoid",
+    "sign", "silu", "sin", "slice_assign", "softmax", "sqrt", "square", "sub", "sub_scalar", "sum", "tan", "tanh",
+    "tril", "triu", "trunc", "var", "where",
+})
+#: signatures kept per op (a workload of ever new shapes starts afresh)
+PER_OP = 256
+_SEEN = "seen"
+_NEVER = "never"
+
+
+def _signature(args: tuple[Any, ...], tensors: list[CubeTensor]) -> tuple[Any, ...] | None:
+    """The key of a call (None: an argument of a kind not keyed), its tensors appended to
+    ``tensors`` in order."""
+    sig = []
+    for a in args:
+        ta = type(a)
+        if ta is CubeTensor:
+            buf = a.buffer
+            alias = len(tensors)
+            for k, t in enumerate(tensors):
+                if t.buffer is buf:
+                    alias = k
+                    break
+            tensors.append(a)
+            sig.append((a.dtype, a.shape, a.strides, a.offset, alias))
+        elif ta is int or ta is str or a is None:
+            sig.append(a)
+        elif ta is float:
+            # tagged: 2.0 and 2 hash alike; -0.0 apart from 0.0 (they differ in products)
+            sig.append(("f", a) if a else ("f", a, math.copysign(1.0, a)))
+        elif ta is bool:
+            sig.append(("b", a))
+        elif ta is tuple or ta is list:
+            inner = _signature(a, tensors)
+            if inner is None:
+                return None
+            sig.append(("(", inner))
+        elif isinstance(a, dt.DType):
+            sig.append(a)
+        else:
+            return None
+    return tuple(sig)
+
+
+def _outputs(out: Any) -> list[Any] | None:
+    if type(out) is CubeTensor:
+        return [out]
+    if type(out) is tuple and all(type(t) is CubeTensor for t in out):
+        return list(out)
+    return None
+
+
+def _replayed(op: str, method: Any, client: Any) -> Any:
+    entries: dict[tuple[Any, ...], Any] = {}
+    is_matmul = op == "matmul"
+
+    def call(*args: Any) -> Any:
+        if capture.active or tracing.active:
+            return method(*args)
+        tensors: list[CubeTensor] = []
+        key = _signature(args, tensors)
+        if key is None:
+            return method(*args)
+        if is_matmul:
+            key = (key, precision.get_float32_matmul_precision())
+        rep = entries.get(key)
+        if type(rep) is tuple:
+            outs = rep[0].run(client, tensors)
+            return outs[0] if rep[1] else tuple(outs)
+        if rep is None:
+            if len(entries) >= PER_OP:
+                entries.clear()
+            entries[key] = _SEEN
+            return method(*args)
+        if rep is _NEVER:
+            return method(*args)
+        cap = Capture(tensors)
+        with cap:
+            out = method(*args)
+        outs = _outputs(out)
+        r: Replay | None = None if outs is None else cap.replay(outs)
+        entries[key] = _NEVER if r is None or not r.launches else (r, type(out) is CubeTensor)
+        return out
+
+    call.__name__ = call.__qualname__ = op
+    call.__doc__ = method.__doc__
+    return call
+
+
+def install(backend: Any) -> None:
+    """Replace ``backend``'s replayed ops by memoising wrappers (instance attributes)."""
+    client = backend.client
+    for op in REPLAYED:
+        method = getattr(backend, op, None)
+        if method is not None:
+            setattr(backend, op, _replayed(op, method, client))
+
