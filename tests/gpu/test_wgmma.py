@@ -234,3 +234,59 @@ def test_transposed_operands_reach_the_tensor_cores(hopper, rng, name):
             pb = pb.with_layout((2,) + pb.shape, (0,) + pb.strides, pb.offset)
         assert _wgmma_valid(inner, pa, pb, None)
         check(np.asarray((lhs @ rhs).numpy()), want, d.np)
+
+
+def test_device_gelu_within_2e4_of_erf_gelu(hopper):
+    """``em_gelu1`` as the device runs it (rcp.approx, ex2.approx.ftz): relative error <= 2e-4
+    against float64 erf-form GELU wherever |gelu| > 1e-3, on a dense grid of [-12, 12] and wide
+    random values; +inf stays +inf and NaN stays NaN."""
+    import ctypes
+
+    from scipy.special import erf
+
+    from ember.cube.runtime import cuda_wgmma as W
+
+    rng = np.random.default_rng()
+    x = np.concatenate([np.linspace(-12, 12, 200_001), 4 * rng.standard_normal(200_000), [np.inf, np.nan, 0.0]])
+    x = x.astype(np.float32)
+    tx, ty = put(hopper, x), put(hopper, np.full_like(x, -7.0))
+    src = "#define EM_GELU_CALL 0\n" + W._COMMON + r"""
+extern "C" __global__ void em_gelu_test(const float *x, float *y, int n) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = em_gelu1(x[i]);
+}
+"""
+    server = hopper.server
+    fn = server.raw_function(src, "em_gelu_test", 0, W.WGMMA_ARCH)
+    n = x.size
+    server.launch_raw(fn, ((n + 255) // 256, 1, 1), (256, 1, 1),
+                      [ctypes.c_uint64(W._addr(tx)), ctypes.c_uint64(W._addr(ty)), ctypes.c_int32(n)])
+    y = get(hopper, ty).astype(np.float64)
+    xd = x[:-3].astype(np.float64)
+    want = 0.5 * xd * (1 + erf(xd / np.sqrt(2)))
+    big = np.abs(want) > 1e-3
+    rel = np.abs(y[:-3] - want)[big] / np.abs(want[big])
+    assert rel.max() <= 2e-4, rel.max()
+    assert np.abs(y[:-3] - want).max() < 1e-6
+    assert y[-3] == np.inf and np.isnan(y[-2]) and y[-1] == 0.0
+
+
+def test_f16_bias_gelu_overflow_stays_finite_below_and_inf_above(hopper, rng):
+    """f16 products beyond the f16 range: below the lowest finite value they stage as -65504 and
+    GELU gives -0 (not NaN from -inf); above the largest they round to +inf and GELU keeps +inf,
+    as an unfused ``gelu(mm + bias)`` does. The rest of the tile is unaffected."""
+    from ember.cube.runtime.cuda_wgmma import matmul_wgmma
+
+    d = ember.float16
+    m, n, k = 256, 512, 64
+    a, b, bias = randn(rng, (m, k), d), randn(rng, (k, n), d), randn(rng, n, d)
+    a[0, :] = 200.0  # row 0: +-200 * 200 * 64 = +-2.56e6 beyond f16
+    b[:, 0], b[:, 1] = 200.0, -200.0
+    ta, tb, tbias = put(hopper, a), put(hopper, b), put(hopper, bias)
+    out = put(hopper, np.full((m, n), np.nan, np.float16))
+    matmul_wgmma(hopper, ta, tb, out, tbias)
+    got = get(hopper, out).astype(np.float64)
+    assert got[0, 0] == np.inf and got[0, 1] == 0.0 and np.signbit(got[0, 1])
+    want = gelu(a.astype(np.float64) @ b.astype(np.float64) + bias.astype(np.float64))
+    check(got[1:], want[1:], np.float16)
+    check(got[0, 2:], want[0, 2:], np.float16)

@@ -63,6 +63,53 @@ def test_tile_configs_fit_shared_memory():
         W.wgmma_source(256, 4, staged=True)
 
 
+
+def _ptxas_report(source: str) -> str:
+    """NVRTC's log with ptxas's resource report (registers, stack, spills) for sm_90a."""
+    from cuda.bindings import nvrtc as n
+
+    from ember.cube.runtime.cuda_nvrtc import FLAGS
+
+    err, prog = n.nvrtcCreateProgram(source.encode(), b"em_wgmma.cu", 0, [], [])
+    try:
+        opts = [f"--gpu-architecture={W.WGMMA_ARCH}".encode(), *(f.encode() for f in FLAGS), b"--ptxas-options=-v"]
+        (res,) = n.nvrtcCompileProgram(prog, len(opts), opts)
+        _, size = n.nvrtcGetProgramLogSize(prog)
+        log = b" " * size
+        n.nvrtcGetProgramLog(prog, log)
+        assert int(res) == 0, log.decode(errors="replace")
+        return log.decode(errors="replace")
+    finally:
+        n.nvrtcDestroyProgram(prog)
+
+
+@pytest.mark.parametrize("bn,stages", [(W.BN, W.STAGES_STAGED), (W.BN_NARROW, W.STAGES_NARROW_STAGED)])
+def test_staged_entries_spill_nothing(bn, stages):
+    """The drain warps keep their bias chunk and 8 GELU values in flight within the producer
+    warpgroup's register budget (EM_PREGS): with 40 registers ptxas spilled a value to local
+    memory, reloaded per tile."""
+    nvrtc_or_skip()
+    log = _ptxas_report(W.wgmma_source(bn, stages, staged=True))
+    spills = [line for line in log.splitlines() if "spill" in line]
+    assert len(spills) == len(W.entries()), log
+    assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in spills), log
+
+
+@pytest.mark.parametrize("knobs", [{"BIAS_DRAIN": 0}, {"X_GELU": 0}, {"X_GELU": 2}, {"X_BIAS": 0}, {"GELU_OLD": 1},
+                                   {"PREGS": 40}, {"PROBE": 1 << 40}])
+def test_measurement_knobs_compile_and_default_to_the_library_kernel(knobs):
+    """bench/gpu_epilogue.py's variants build; the knobs are macros the library source only defaults."""
+    nv = nvrtc_or_skip()
+    src = W.wgmma_source(W.BN, W.STAGES_STAGED, staged=True, knobs=knobs)
+    name, value = next(iter(knobs.items()))
+    assert f"#define EM_{name} {value}\n" in src
+    assert W.wgmma_source(W.BN, W.STAGES_STAGED, staged=True, knobs={}) == W._CONFIGS[W.BN, True][0]
+    cubin, log = nv.compile(src, "em_wgmma", W.WGMMA_ARCH)
+    for entry in W.entries():
+        assert entry.encode() in cubin, entry
+    assert "warning" not in log.lower(), log
+
+
 # --------------------------------------------------------------------------- fake driver
 class _FakeCu:
     """Records cuTensorMapEncodeTiled calls; enums and wrappers as plain values."""

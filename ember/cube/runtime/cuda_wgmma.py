@@ -7,9 +7,9 @@ capability 9.0 device) and persisted in the store under ``compile/cuda/sm_90a/..
 Design (a tile is 128 x BN outputs, BN = 256 or 128; K in steps of BK = 64):
 
 * **Warp specialisation.** 3 warpgroups of 128 threads. Warpgroup 0 is the producer: it gives
-  registers back (``setmaxnreg.dec`` to 40) and one thread issues, per k-step, one TMA copy of
+  registers back (``setmaxnreg.dec`` to 56) and one thread issues, per k-step, one TMA copy of
   the 128 x 64 slice of A and BN / 64 copies of 64 x 64 slices of B into a ring of ``STAGES``
-  shared-memory stages. Warpgroups 1 and 2 are the consumers (``setmaxnreg.inc`` to 232): each
+  shared-memory stages. Warpgroups 1 and 2 are the consumers (``setmaxnreg.inc`` to 224): each
   owns 64 rows of the tile and accumulates 64 x BN in f32 registers with
   ``wgmma.mma_async.m64n{BN}k16`` (4 per k-step).
 * **Ring protocol.** Per stage a *full* mbarrier (1 arrival: the producer's ``expect_tx`` of the
@@ -37,13 +37,21 @@ Design (a tile is 128 x BN outputs, BN = 256 or 128; K in steps of BK = 64):
   16w..16w+15; register 4j + 2h + e is row g + 8h, column 8j + 2t + e for lane 4g + t), with an
   optional ``+ bias[n]`` then GELU (erf form, ``em_gelu1``), stores guarded by M and N.
   f32 outputs are stored straight from the registers (``em_store``). 16-bit outputs go through
-  the *staged epilogue* (default, persistent blocks): the consumers write ``acc + bias`` rounded
-  to the output type into a padded tile in shared memory and go on with the next tile; warps 1-3
-  of the producer warpgroup apply GELU and store whole rows with 16-byte accesses, overlapped
-  with the next tile's main loop; on a block's last tile the consumers drain with them. GELU
-  then sees the rounded sum, as an unfused ``gelu(mm + bias)`` does. Measured (H200, 17:55 UTC
-  run, before the GELU rewrite and the shared last drain): bf16 4096² matmul 0.178 ms staged vs
-  0.192 ms from the registers; bias + GELU 0.203 ms vs 0.209 ms.
+  the *staged epilogue* (default, persistent blocks): the consumers write ``acc`` rounded to the
+  output type into a padded tile in shared memory and go on with the next tile at once (the
+  same work as for the plain product); warps 1-3 of the producer warpgroup add the bias, apply
+  GELU and store whole rows with 16-byte accesses, overlapped with the next tile's main loop; on
+  a block's last tile the consumers drain with them. GELU sees ``round(acc) + bias`` in f32, as
+  an unfused ``gelu(mm + bias)`` sees the rounded product.
+  Measured (H200, bench/results/epilogue_2026-11-29_h200.md; clock stamps per block, bf16 4096²,
+  4 tiles per block of ~45 us each): bias + GELU cost 1.07x the matmul alone while the consumers
+  loaded the bias between tiles (2.4 us per tile with the tensor cores idle) and the drain warps
+  spent 30 of every 45 us on ``erf``-form GELU; with the bias in the drain, the GELU at 14
+  instructions (``em_gelu1``) and 56 producer registers (40 spilled the drain's bias), 1.02x:
+  what is left is the block's last tile (3.7 us of bias + GELU + stores by 352 threads after the
+  last main loop, against 1.9 us without GELU: consistent with the sub-partitions' issue and
+  special-function rates) and ~0.5 us per tile of main loop slowed by the drain beside it
+  (the card is power-capped: 1.4-1.98 GHz under this load).
 
 Edges come from TMA: loads outside the tensor are zero-filled, so M, N and K need not be
 multiples of the tile; the copy engine needs 16-byte global strides, hence K and N multiples of
@@ -211,16 +219,30 @@ template <int R> __device__ __forceinline__ void em_fence_acc(float (&d)[R]) {
 }
 /* GELU, erf form: x * Phi(x) with Phi(x) = 1 - erfc(z) / 2 (x >= 0) or erfc(z) / 2, z = |x| / sqrt 2,
    and erfc(z) = t * poly5(t) * exp(-z^2), t = 1 / (1 + p z) (Abramowitz & Stegun 7.1.26, |error| <=
-   1.5e-7 in erf; the coefficients below are halved). 12 instructions and 2 special-function ops
-   against erff's ~40 (the epilogue's cost); relative error <= 1.7e-4 where |gelu| > 1e-3 (below
-   half an ulp of f16), and no cancellation in the negative tail, unlike 0.5 x (1 + erff(...)). */
+   1.5e-7 in erf; the coefficients below are halved). 1 / sqrt 2 is folded into p' = p / sqrt 2 and
+   exp(-z^2) = 2^(x * (x * -log2(e) / 2)) goes straight to ex2.approx.ftz (__expf adds a denormal
+   fix-up of 3 instructions): 14 instructions, 2 of them special-function ops, against erff's ~40
+   (the epilogue's cost). Relative error <= 1.7e-4 where |gelu| > 1e-3 (below half an ulp of f16),
+   no cancellation in the negative tail (unlike 0.5 x (1 + erff(...))); gelu(+inf) = +inf. */
+#ifndef EM_GELU_OLD
+#define EM_GELU_OLD 0  /* measurement knob: the earlier form */
+#endif
 __device__ __forceinline__ float em_gelu1(float x) {
+#if EM_GELU_OLD  /* the form measured before 2026-11-29 20:00 (bench/results/epilogue_2026-11-29_h200.md) */
     const float z = fabsf(x) * 0.70710678118654752f;
     float t;
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fmaf(0.3275911f, z, 1.f)));
     const float p = t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 0.5307027145f, -0.7265760135f), 0.7107068705f),
                                      -0.142248368f), 0.127414796f);
     const float h = p * __expf(-z * z);
+#else
+    float t, e;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(t) : "f"(fmaf(0.23164189f, fabsf(x), 1.f)));  /* p / sqrt 2 */
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(x * (x * -0.72134752044448170f)));  /* -log2(e) / 2 */
+    const float p = t * fmaf(t, fmaf(t, fmaf(t, fmaf(t, 0.5307027145f, -0.7265760135f), 0.7107068705f),
+                                     -0.142248368f), 0.127414796f);
+    const float h = p * e;
+#endif
     return x * (x >= 0.f ? 1.f - h : h);
 }
 /* a pair; EM_GELU_CALL: a real call instead of 64 inlined copies (measured slower with erff) */
@@ -282,18 +304,55 @@ _KERNEL = r"""
 #define EM_ACC (EM_BN / 2)
 #define EM_SROW (EM_BN * 2 + 16)                  /* bytes per staged row (see em_stage_tile) */
 #define EM_STAGED_BYTES (EM_STAGED ? EM_BM * EM_SROW : 0)
-#define EM_DRAIN_ALL (96 + 256)                   /* drain warps and consumers on a block's last tile */
+/* a block's last tile is drained by the drain warps and the consumers: EM_DRAIN_ALL threads (producer
+   warp 0 joining them measured no faster, 4.3 against 3.7 us: consistent with a drain bound by the
+   issue and special-function rates per SM sub-partition rather than by threads) */
+#define EM_DRAIN_ALL (96 + 256)
+
+/* measurement knobs (``wgmma_source(knobs=...)``, bench/gpu_epilogue.py --variants); the defaults
+   are the library's kernel */
+#ifndef EM_BIAS_DRAIN
+#define EM_BIAS_DRAIN 1    /* the drain threads add the bias (0: the consumers, before rounding) */
+#endif
+#ifndef EM_X_GELU
+#define EM_X_GELU 1        /* 0: identity instead of GELU, 2: GELU twice (what the GELU work costs) */
+#endif
+#ifndef EM_X_BIAS
+#define EM_X_BIAS 1        /* 0: no bias added (what the bias costs) */
+#endif
+#ifndef EM_PREGS
+#define EM_PREGS 56        /* registers of the producer warpgroup (40: the drain's bias spills a value) */
+#endif
+/* the consumers get the rest of the 384 x 168 the block starts with, in steps of 8 */
+#define EM_CREGS (((384 * 168 - 128 * EM_PREGS) / 256) & ~7)
+#ifndef EM_PROBE
+#define EM_PROBE 0         /* an address: per block 64 clock64 / globaltimer stamps (em_probe) */
+#endif
+#if EM_PROBE
+__device__ __forceinline__ void em_probe(int slot, bool global_time = false) {
+    uint64_t v;
+    if (global_time) asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(v));
+    else asm volatile("mov.u64 %0, %%clock64;" : "=l"(v));
+    ((volatile uint64_t *)(EM_PROBE))[blockIdx.x * 64 + slot] = v;
+}
+#define EM_PROBE_AT(slot, global_time) em_probe((slot), (global_time))
+#else
+#define EM_PROBE_AT(slot, global_time)
+#endif
 
 extern __shared__ __align__(1024) unsigned char em_wg_smem[];
 
 /* The staged epilogue (EM_STAGED, 16-bit outputs). A consumer warpgroup writes its 64 x n
-   accumulators (+ bias) rounded to the output type into a row-padded tile in shared memory
-   (rows EM_SROW bytes apart: the +16 bytes put the 8 rows x 4 columns of a fragment store on 32
-   distinct banks), then goes on with the next tile's main loop; warps 1-3 of the producer
-   warpgroup apply GELU to the staged values and store whole rows with 16-byte accesses. GELU
-   thus runs on the rounded sum, as in an unfused ``gelu(mm + bias)``, while the tensor cores
-   keep running. f16: sums below the lowest finite value stage as that value, so GELU gives -0
-   (an infinite input would give NaN). */
+   accumulators rounded to the output type into a row-padded tile in shared memory (rows EM_SROW
+   bytes apart: the +16 bytes put the 8 rows x 4 columns of a fragment store on 32 distinct
+   banks), then goes on with the next tile's main loop; warps 1-3 of the producer warpgroup add
+   the bias, apply GELU and store whole rows with 16-byte accesses. So the consumers do the same
+   work as for the plain product (no bias loads between their tiles: those would stall the tensor
+   cores), and GELU sees round(acc) + bias in f32, as an unfused ``gelu(mm + bias)`` sees the
+   rounded product (less one rounding of the sum). f16: products below the lowest finite value
+   stage as that value, so GELU gives -0 (an infinite one would give NaN); above the largest,
+   +inf, and GELU +inf. EM_BIAS_DRAIN 0 (a measurement knob): the consumers add the bias before
+   rounding, as measured before 2026-11-29 20:00. */
 template <int BF16, int EPI, int R>
 __device__ __forceinline__ void em_stage_tile(const float (&acc)[R], unsigned char *sbuf, const void *bias, int N,
                                               int n0, int r0, int tid) {
@@ -302,7 +361,7 @@ __device__ __forceinline__ void em_stage_tile(const float (&acc)[R], unsigned ch
     for (int j = 0; j < R / 4; ++j) {
         const int cl = j * 8 + t4 * 2, col = n0 + cl;
         float b0 = 0.f, b1 = 0.f;
-        if (EPI && col < N) {
+        if (EPI && !EM_BIAS_DRAIN && EM_X_BIAS && col < N) {
             const uint32_t bb = *(const uint32_t *)((const uint16_t *)bias + col);  /* col even: aligned pair */
             b0 = BF16 ? em_bf16_f32((uint16_t)(bb & 0xFFFFu)) : em_f16_f32((uint16_t)(bb & 0xFFFFu));
             b1 = BF16 ? em_bf16_f32((uint16_t)(bb >> 16)) : em_f16_f32((uint16_t)(bb >> 16));
@@ -318,32 +377,64 @@ __device__ __forceinline__ void em_stage_tile(const float (&acc)[R], unsigned ch
     }
 }
 
-/* one staged tile (rows m0.., columns n0..) out to C: 16-byte chunks, ``nt`` threads from ``t`` */
+/* the 8 bias values of the column chunk a drain thread stores (zeros without a bias or outside N);
+   loaded before the thread waits for its tile, so the load's latency is hidden */
 template <int BF16, int EPI>
-__device__ __forceinline__ void em_drain_tile(const unsigned char *sbuf, uint16_t *C, int M, int N, int m0, int n0,
-                                              int t, int nt) {
-    const int per_row = EM_BN / 8;
-#pragma unroll 1
-    for (int c = t; c < EM_BM * per_row; c += nt) {
-        const int r = c / per_row, q = c - r * per_row;
-        const int row = m0 + r, col = n0 + q * 8;   /* N is a multiple of 8: a chunk is wholly in or out */
-        if (row < M && col < N) {
-            uint4 v = *(const uint4 *)(sbuf + r * EM_SROW + q * 16);
-            if (EPI) {
-                uint32_t w[4] = {v.x, v.y, v.z, v.w};
+__device__ __forceinline__ void em_bias_chunk(float (&bv)[8], const void *bias, int N, int col) {
 #pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const uint16_t l = (uint16_t)(w[i] & 0xFFFFu), u = (uint16_t)(w[i] >> 16);
-                    const float2 gv = em_gelu2(BF16 ? make_float2(em_bf16_f32(l), em_bf16_f32(u))
-                                                    : make_float2(em_f16_f32(l), em_f16_f32(u)));
-                    const uint32_t lo = BF16 ? em_f32_bf16(gv.x) : em_f32_f16(gv.x);
-                    const uint32_t hi = BF16 ? em_f32_bf16(gv.y) : em_f32_f16(gv.y);
-                    w[i] = lo | (hi << 16);
-                }
-                v = make_uint4(w[0], w[1], w[2], w[3]);
-            }
-            *(uint4 *)(C + (size_t)row * N + col) = v;
+    for (int i = 0; i < 8; ++i) bv[i] = 0.f;
+    if (EPI && EM_BIAS_DRAIN && EM_X_BIAS && col < N) {
+        const uint32_t *bb = (const uint32_t *)((const uint16_t *)bias + col);  /* col % 8 == 0: aligned pairs */
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            const uint32_t w = bb[i];
+            bv[2 * i] = BF16 ? em_bf16_f32((uint16_t)(w & 0xFFFFu)) : em_f16_f32((uint16_t)(w & 0xFFFFu));
+            bv[2 * i + 1] = BF16 ? em_bf16_f32((uint16_t)(w >> 16)) : em_f16_f32((uint16_t)(w >> 16));
         }
+    }
+}
+
+/* the column chunk (8 outputs = 16 bytes) that drain thread ``t`` stores; every drain team size
+   is a multiple of EM_BN / 8, so a thread keeps its chunk for the whole tile (one bias load) */
+#define EM_CHUNK(t) ((t) % (EM_BN / 8))
+
+__device__ __forceinline__ float em_gelu_x(float x) {
+#if EM_X_GELU == 0  /* measurement knob: identity */
+    return x;
+#elif EM_X_GELU == 2  /* measurement knob: twice the GELU work */
+    return em_gelu1(em_gelu1(x));
+#else
+    return em_gelu1(x);
+#endif
+}
+
+/* one staged tile (rows m0.., columns n0..) out to C: 16-byte chunks, ``nt`` threads from ``t``
+   (nt a multiple of EM_BN / 8), ``bv`` the bias of the thread's chunk (em_bias_chunk) */
+template <int BF16, int EPI>
+__device__ __forceinline__ void em_drain_tile(const unsigned char *sbuf, uint16_t *C, const float (&bv)[8], int M,
+                                              int N, int m0, int n0, int t, int nt) {
+    constexpr int per_row = EM_BN / 8;
+    const int q = EM_CHUNK(t), col = n0 + q * 8;
+    if (col >= N) return;  /* N is a multiple of 8: a chunk is wholly in or out */
+    const int rows = min(EM_BM, M - m0);
+#pragma unroll 1
+    for (int r = t / per_row; r < rows; r += nt / per_row) {
+        uint4 v = *(const uint4 *)(sbuf + r * EM_SROW + q * 16);
+        if (EPI) {
+            uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                const uint16_t l = (uint16_t)(w[i] & 0xFFFFu), u = (uint16_t)(w[i] >> 16);
+                const float x0 = (BF16 ? em_bf16_f32(l) : em_f16_f32(l)) + bv[2 * i];
+                const float x1 = (BF16 ? em_bf16_f32(u) : em_f16_f32(u)) + bv[2 * i + 1];
+                const float2 gv = make_float2(em_gelu_x(x0), em_gelu_x(x1));
+                const uint32_t lo = BF16 ? em_f32_bf16(gv.x) : em_f32_f16(gv.x);
+                const uint32_t hi = BF16 ? em_f32_bf16(gv.y) : em_f32_f16(gv.y);
+                w[i] = lo | (hi << 16);
+            }
+            v = make_uint4(w[0], w[1], w[2], w[3]);
+        }
+        *(uint4 *)(C + (size_t)(m0 + r) * N + col) = v;
     }
 }
 
@@ -413,9 +504,10 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
 #else
     em_cluster_sync();  /* both CTAs' barriers exist before either multicasts or arrives remotely */
 #endif
+    if (threadIdx.x == 0) { EM_PROBE_AT(0, false); EM_PROBE_AT(1, true); }
 
     if (wg == 0) {  /* producer */
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(EM_PREGS));
         if (tid == 0) {
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tA) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tB) : "memory");
@@ -450,7 +542,7 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
                 }
             }
         }
-        else if (STAGED && tid >= 32) {  /* warps 1-3: GELU and stores of the staged tiles, in the consumers' order */
+        else if (STAGED && tid >= 32) {  /* warps 1-3: bias, GELU, stores of staged tiles in the consumers' order */
             int lt = 0;
             for (int tile = cid; tile < total; tile += clusters, ++lt) {
                 const int z = tile / per_batch, id = tile - z * per_batch;
@@ -459,14 +551,18 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
                 const int n0 = ((id % per_group) / rows) * EM_BN;
                 /* the block's last tile: the consumers, done, drain with them (EM_DRAIN_ALL threads) */
                 const bool last = tile + clusters >= total;
+                const int t = tid - 32;
+                float bv[8];
+                em_bias_chunk<BF16, EPI>(bv, bias, N, n0 + EM_CHUNK(t) * 8);
                 em_bar_wait(sfull, lt & 1);
-                em_drain_tile<BF16, EPI>(sbuf, (uint16_t *)C + (size_t)z * M * N, M, N, m0, n0, tid - 32,
+                em_drain_tile<BF16, EPI>(sbuf, (uint16_t *)C + (size_t)z * M * N, bv, M, N, m0, n0, t,
                                          last ? EM_DRAIN_ALL : 96);
+                if (tid == 32 && lt < 16) EM_PROBE_AT(34 + lt, false);
                 if (!last) em_bar_arrive(sempty);
             }
         }
     } else {  /* consumers: warpgroup 1 rows 0..63 of the tile, warpgroup 2 rows 64..127 */
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(EM_CREGS));
         const int cw = wg - 1;
         int it = 0, lt = 0;
         for (int tile = cid; tile < total; tile += clusters, ++lt) {
@@ -501,14 +597,22 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
             em_fence_acc(acc);
             if (KT > 0 && tid == 0) em_release(empty + 8 * ((it - 1) % EM_STAGES));
+            if (cw == 0 && tid == 0 && lt < 16) EM_PROBE_AT(2 + 2 * lt, false);
             if (STAGED) {
+                /* no next tile: help drain this one (else a tail of GELU), as drain thread t */
+                const bool last = tile + clusters >= total;
+                const int t = 96 + cw * 128 + tid;
+                float bv[8];
+                em_bias_chunk<BF16, EPI>(bv, bias, last ? N : 0, n0 + EM_CHUNK(t) * 8);
                 if (lt > 0) em_bar_wait(sempty, (lt - 1) & 1);  /* the drain warps are done with the last tile */
                 em_stage_tile<BF16, EPI>(acc, sbuf, bias, N, n0, cw * 64, tid);
                 em_bar_arrive(sfull);
-                if (tile + clusters >= total) {  /* no next tile: help drain this one (else a tail of GELU) */
+                if (cw == 0 && tid == 0 && lt < 16) EM_PROBE_AT(3 + 2 * lt, false);
+                if (last) {
                     em_bar_wait(sfull, lt & 1);
-                    em_drain_tile<BF16, EPI>(sbuf, (uint16_t *)C + (size_t)z * M * N, M, N, m0, n0,
-                                             96 + cw * 128 + tid, EM_DRAIN_ALL);
+                    em_drain_tile<BF16, EPI>(sbuf, (uint16_t *)C + (size_t)z * M * N, bv, M, N, m0, n0, t,
+                                             EM_DRAIN_ALL);
+                    if (cw == 0 && tid == 0) { EM_PROBE_AT(50, false); EM_PROBE_AT(51, true); }
                 }
             } else {
                 char *Cz = (char *)C + (size_t)z * M * N * (OUT == 0 ? 4 : 2);
@@ -546,7 +650,8 @@ EM_WGMMA(em_wgmma_f16_f16_bias_gelu, 0, 1, 1)
 
 
 def wgmma_source(bn: int = BN, stages: int = STAGES, group_m: int = GROUP_M, gelu_call: bool = False,
-                 cluster: int = 1, staged: bool = False, tf32: bool = False) -> str:
+                 cluster: int = 1, staged: bool = False, tf32: bool = False,
+                 knobs: dict[str, int] | None = None) -> str:
     """The kernel source for tiles of 128 x ``bn`` (128 or 256) and a ring of ``stages``;
     ``gelu_call``: the bias + GELU epilogue calls its GELU instead of inlining it (a quarter of
     the code, but slower: 0.231-0.236 ms against 0.209-0.223 inlined, bf16 4096²); ``cluster``
@@ -556,7 +661,9 @@ def wgmma_source(bn: int = BN, stages: int = STAGES, group_m: int = GROUP_M, gel
     producer warpgroup apply GELU and store while the consumers run the next tile); ``tf32``: the
     float32 source instead (entry ``em_wgmma_tf32_f32``; B is transposed first by ``cuda_transpose``):
     BK = 32 floats, the same 128-byte rows, stage bytes and k-steps of 32 bytes; B is read as B^T
-    (N, K), K-major like A."""
+    (N, K), K-major like A. ``knobs``: measurement variants of the staged epilogue, ``EM_<name>``
+    macros (``BIAS_DRAIN``, ``PREGS``, ``X_GELU``, ``X_BIAS``, ``PROBE``, ``GELU_OLD``: see the
+    kernel source), for bench/gpu_epilogue.py."""
     if tf32 and staged:
         raise ValueError("wgmma tiles: the staged epilogue is for 16-bit outputs; tf32 writes float32")
     if smem_bytes(bn, stages, staged) > SMEM_LIMIT:
@@ -567,6 +674,7 @@ def wgmma_source(bn: int = BN, stages: int = STAGES, group_m: int = GROUP_M, gel
     head = f"#define EM_BN {bn}\n#define EM_STAGES {stages}\n#define EM_GROUP_M {group_m}\n"
     head += f"#define EM_GELU_CALL {int(gelu_call)}\n#define EM_CL {cluster}\n#define EM_STAGED {int(staged)}\n"
     head += f"#define EM_TF32 {int(tf32)}\n#define EM_ES {4 if tf32 else 2}\n"
+    head += "".join(f"#define EM_{k} {int(v)}\n" for k, v in (knobs or {}).items())
     if tf32:
         fns = _wgmma_fn(bn, "tf32")
         macros = f"#define EM_WGMMA_TF32 em_wgmma_n{bn}_tf32\n"
