@@ -439,9 +439,12 @@ def bench_per_op(n: int = 2000) -> None:
             count += 32
         acc.numpy()
     row("lazy registration (fusion, host)", total / count, None, "", "per op, drains excluded", "<= 5 us")
-    te = host_loop(lambda: (a + b).sum().item(), lambda: None)
     tt = host_loop(lambda: (at + bt).sum().item(), lambda: None)
-    row("tiny op round trip .item() (host)", te, tt, "torch eager", "", "<= 40 us")
+    te = host_loop(lambda: (fa + fb).sum().item(), lambda: None)
+    row("tiny op round trip .item() (host)", te, tt, "torch eager", "(a+b).sum().item(), Device.cuda()", "<= 40 us")
+    te = host_loop(lambda: (a + b).sum().item(), lambda: None)
+    row("tiny op round trip .item() (host, eager)", te, tt, "torch eager", "the same on Device.cuda(fusion=False)",
+        "<= 40 us")
 
 
 def bench_start() -> None:

@@ -318,9 +318,18 @@ def test_fast_driver_binds_the_hot_calls_or_steps_aside():
     from ember.cube.runtime import cuda_fastcall
 
     names = ("cuLaunchKernel", "cuMemcpyDtoHAsync_v2", "cuMemcpyHtoDAsync_v2", "cuStreamSynchronize")
-    lib = types.SimpleNamespace(**{n: types.SimpleNamespace() for n in names})
+
+    class Lib(types.SimpleNamespace):  # like ctypes.CDLL: lib[name] is a new function object
+        def __getitem__(self, name: str) -> types.SimpleNamespace:
+            return types.SimpleNamespace()
+
+    lib = Lib(**{n: types.SimpleNamespace() for n in names})
     fd = cuda_fastcall.FastDriver(lib)
     assert fd.launch.argtypes[0] is ctypes.c_void_p and len(fd.launch.argtypes) == 11
+    # the per-op launch entry is a second function object without argtypes (its caller
+    # passes pointer objects), so setting them left the checked entry alone
+    assert fd.launch_p is not fd.launch and not hasattr(fd.launch_p, "argtypes")
+    assert fd.launch_p.restype is ctypes.c_int
     assert fd.dtoh_async.argtypes[1] is ctypes.c_uint64 and fd.dtoh_async.argtypes[2] is ctypes.c_size_t
     assert all(f.restype is ctypes.c_int for f in (fd.launch, fd.dtoh_async, fd.htod_async, fd.stream_sync))
     try:

@@ -81,7 +81,10 @@ class Autodiff(Backend):
         self.name = f"autodiff<{inner.name}>"
         self.eager = inner.eager
         #: the inner backend's op methods, bound once
-        self._fns: dict[str, Callable[..., Any]] = {op: getattr(inner, op) for op in CATALOG}
+        # the inner backend's replaying wrappers where it offers them (``cube.replayed_ops``);
+        # backward rules call the inner backend's own methods
+        replayed = getattr(inner, "replayed", None) or {}
+        self._fns: dict[str, Callable[..., Any]] = {op: replayed.get(op) or getattr(inner, op) for op in CATALOG}
         for names, factory in (
             (UNARY_OPS + PREDICATE_OPS, self._unary_op),
             (_SCALAR_NAMES, self._scalar_op),

@@ -44,13 +44,16 @@ class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
     def __init__(self, client: Any) -> None:
         self.client = client
         self.name = f"cube<{client.name}>"
+        #: op -> a wrapper replaying repeated calls (``replayed_ops``), for the layers above
+        #: to bind in place of the method (empty: no replays on this runtime or turned off)
+        self.replayed: dict[str, Any] = {}
         if getattr(client, "replayable", False):
             from ...environment import config
 
             if config.get("cube.replay"):
-                from .replayed_ops import install
+                from .replayed_ops import wrappers
 
-                install(self)
+                self.replayed = wrappers(self)
 
     def supports(self, dtype: dt.DType) -> bool:
         """Whether tensors of ``dtype`` can live on this device (a WGSL device holds no

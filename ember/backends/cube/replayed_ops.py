@@ -24,7 +24,7 @@ from ...cube.runtime import capture
 from ...cube.runtime.capture import Capture, Replay
 from ...cube.runtime.tensor import CubeTensor
 
-__all__ = ["install", "REPLAYED"]
+__all__ = ["wrappers", "REPLAYED"]
 
 #: catalog ops that launch kernels and return new tensors
 REPLAYED = frozenset({
@@ -125,11 +125,17 @@ def _replayed(op: str, method: Any, client: Any) -> Any:
     return call
 
 
-def install(backend: Any) -> None:
-    """Replace ``backend``'s replayed ops by memoising wrappers (instance attributes)."""
+def wrappers(backend: Any) -> dict[str, Any]:
+    """Replaying wrappers of ``backend``'s ops, for the layers above it to bind (Dispatch,
+    Autodiff): the backend's own methods stay as they are, so its internal calls (composites,
+    autodiff's backward rules) still donate temporaries. A wrapper holds its arguments, so a
+    call through it never donates, and no capture ever holds an in-place write that a later
+    call's references would forbid."""
     client = backend.client
+    out = {}
     for op in REPLAYED:
         method = getattr(backend, op, None)
         if method is not None:
-            setattr(backend, op, _replayed(op, method, client))
+            out[op] = _replayed(op, method, client)
+    return out
 
