@@ -24,6 +24,7 @@ from ... import tracing
 from ..base import Backend
 from .ir import OperationIr, TensorIr
 from .shapes import RULES
+from .signature import ref_part, sig_part, tensor_part
 from .stream import Block, FusionStats, Plan, Stream
 
 __all__ = ["Fusion", "FusionTensor"]
@@ -79,6 +80,8 @@ class Fusion(Backend):
             config.get("cube.replay"))
         #: relative op sequence -> plan (searched once per distinct sequence)
         self.plans: dict[Any, Plan] = {}
+        #: (stream signature, dead handles) -> (DrainReplay, relative index of each result)
+        self.fast_replays: dict[Any, Any] = {}
         self.stats = FusionStats()
         #: inspectors listening to drains (``inspect.inspect_fusion``)
         self.recorders: list[Any] = []
@@ -119,18 +122,37 @@ class Fusion(Backend):
         stream = getattr(self._local, "stream", None) or self.stream()
         inputs: list[TensorIr] = []
         ir = []
+        sig = stream.sig
+        if sig is not None:
+            sig.append(op)
         for a in args:
-            if type(a) is FusionTensor and a.value is None and a.stream is stream:
-                # queued on this stream (a chain's usual input): what ``_ir`` would record
+            if type(a) is FusionTensor:
                 t = a.ir
                 inputs.append(t)
                 ir.append(t)
+                if a.value is None and a.stream is stream:
+                    # queued on this stream (a chain's usual input)
+                    if sig is not None:
+                        sig.append(ref_part(stream.rel[a.id]))
+                    continue
+                # realised, or queued on another thread (realise drains that stream first)
+                v = a.value
+                stream.consts[a.id] = v if v is not None else self.realise(a)
+                if a.id not in stream.handles:
+                    stream.handles[a.id] = weakref.ref(a)
+                if sig is not None:
+                    tensor_part(a, stream, sig)
             else:
                 ir.append(self._ir(a, stream, inputs))
+                if sig is not None:
+                    sig_part(a, stream, sig)
         ir_args = tuple(ir)
         out = FusionTensor(next(_ids), shape, dtype, stream)
         stream.ops.append(OperationIr(op, ir_args, tuple(inputs), (out.ir,)))
         stream.handles[out.id] = weakref.ref(out)
+        if sig is not None:
+            stream.rel[out.id] = len(stream.order)
+            stream.order.append(out.id)
         if len(stream.ops) >= self.queue_limit:
             stream.drain()
         return out

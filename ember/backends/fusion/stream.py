@@ -26,6 +26,8 @@ __all__ = ["Stream", "Plan", "Block", "FusionStats"]
 
 #: plans kept per Fusion backend (ints in the key, such as a loop's ``x + i``, make new ones)
 _PLANS_MAX = 4096
+#: fast replays kept per Fusion backend (signature + dead handles -> capture)
+_FAST_MAX = 4096
 
 
 class Block:
@@ -95,6 +97,13 @@ class Stream:
         #: ids whose Python handle was dropped while queued (their last use is in the queue)
         self.dropped: set[int] = set()
         self.lock = threading.RLock()
+        #: the queue's signature (``signature``; None: not kept, or not encodable)
+        self.sig: list[Any] | None = [] if owner.replayable else None
+        #: tensor id -> relative index (order of first appearance), and the reverse
+        self.rel: dict[int, int] = {}
+        self.order: list[int] = []
+        #: id(buffer) -> relative index of the first realised input on it
+        self.bufs: dict[int, int] = {}
 
     def drain(self) -> None:
         with self.lock:
@@ -105,14 +114,50 @@ class Stream:
             handles, self.handles = self.handles, {}
             dropped, self.dropped = self.dropped, set()
             owner = self.owner
+            sig = self.sig
+            rel, self.rel = self.rel, {}
+            order, self.order = self.order, []
+            self.bufs = {}
+            self.sig = [] if owner.replayable else None
             if tracing.active:
                 with tracing.span("drain", layer="fusion", ops=len(ops), stage=owner.stage, channel="inline"):
                     self._run(ops, consts, handles, dropped)
-            else:
-                self._run(ops, consts, handles, dropped)
+                return
+            fkey = None
+            if sig is not None and not owner.recorders and len(order) >= len(ops):
+                # the signature and the dead handles: the fast replay's key (``signature``)
+                fkey = (tuple(sig), tuple([r for tid, r in rel.items()
+                                           if tid in dropped or handles[tid]() is None]))
+                fast = owner.fast_replays.get(fkey)
+                if fast is not None:
+                    self._replay_fast(fast, consts, handles, order)
+                    return
+            self._run(ops, consts, handles, dropped, fkey, rel)
+
+    def _replay_fast(self, fast: tuple[Any, tuple[int, ...]], consts: dict[int, Any], handles: dict[int, Any],
+                     order: list[int]) -> None:
+        rep, out_rels = fast
+        stats = self.owner.stats
+        stats.drains += 1
+        stats.plan_hits += 1
+        stats.replays += 1
+        stats.fused_blocks += rep.fused
+        stats.unfused_ops += rep.unfused
+        stats.last_blocks = rep.blocks
+        env = consts
+        failure: BaseException | None = None
+        try:
+            outs = rep.replay.run(self.owner.inner.client, list(consts.values()))
+            for r, v in zip(out_rels, outs):
+                env[order[r]] = v
+        except BaseException as e:
+            failure = e
+            raise
+        finally:
+            _deliver(handles, env, failure)
 
     def _run(self, ops: list[OperationIr], consts: dict[int, Any], handles: dict[int, Any],
-             dropped: set[int]) -> None:
+             dropped: set[int], fkey: Any = None, rel: dict[int, int] | None = None) -> None:
         owner = self.owner
         stats = owner.stats
         stats.drains += 1
@@ -142,7 +187,12 @@ class Stream:
             if replays is None or recorders or tracing.active:
                 self._execute(plan, ops, env)
             else:
-                self._execute_or_replay(plan, ops, env, values, replays)
+                rep = self._execute_or_replay(plan, ops, env, values, replays)
+                if rep is not None and fkey is not None and rel is not None:
+                    fast = self.owner.fast_replays
+                    if len(fast) >= _FAST_MAX:
+                        fast.clear()
+                    fast[fkey] = (rep, tuple(rel[ops[i].outputs[j].id] for i, j in rep.outputs))
         except BaseException as e:
             failure = e
             raise
@@ -153,17 +203,7 @@ class Stream:
                 drained = [BlockRecord(f, tuple(names)) for f, names in stats.last_blocks]
                 for r in recorders:
                     r.drains.append(drained)
-            # results computed before a failure still reach their handles; the others
-            # remember the failure, so reading them raises instead of returning garbage
-            for tid, ref in handles.items():
-                h = ref()
-                if h is None:
-                    continue
-                if tid in env:
-                    h.value = env[tid]
-                elif failure is not None:
-                    h.stream = None
-                    h.error = failure
+            _deliver(handles, env, failure)
 
     def _search(self, ops: list[OperationIr]) -> Plan:
         """The plan of a new sequence: its dead ops (no live result, nothing later reads
@@ -188,18 +228,19 @@ class Stream:
             self._run_block(block, ops[block.start:block.stop], inner, env, stats)
 
     def _execute_or_replay(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any], values: list[Any],
-                           replays: dict[Any, Any]) -> None:
+                           replays: dict[Any, Any]) -> DrainReplay | None:
         """Run the plan: from its capture where this layout has one (``replay``), else
-        normally, captured on the layout's second drain."""
+        normally, captured on the layout's second drain. Returns the capture it ran from or
+        made (None: none)."""
         rkey = replay_key(values, env)
         if rkey is None:
             self._execute(plan, ops, env)
-            return
+            return None
         try:
             rep = replays.get(rkey)
         except TypeError:  # an unhashable value among the arguments
             self._execute(plan, ops, env)
-            return
+            return None
         if type(rep) is DrainReplay:
             outs = rep.replay.run(self.owner.inner.client, list(env.values()))
             for (i, j), v in zip(rep.outputs, outs):
@@ -209,22 +250,26 @@ class Stream:
             stats.unfused_ops += rep.unfused
             stats.replays += 1
             stats.last_blocks = rep.blocks
-            return
+            return rep
         if rep is None:
             if len(replays) >= PER_PLAN:
                 replays.clear()
             replays[rkey] = SEEN
             self._execute(plan, ops, env)
-            return
+            return None
         if rep is NEVER:
             self._execute(plan, ops, env)
-            return
+            return None
         cap = capture_drain(env)
         with cap:
             self._execute(plan, ops, env)
         where = tuple((i, j) for i, o in enumerate(ops) for j, live in enumerate(o.live) if live)
         r = cap.replay([env[ops[i].outputs[j].id] for i, j in where])
-        replays[rkey] = NEVER if r is None else DrainReplay(r, where, self.owner.stats.last_blocks)
+        if r is None:
+            replays[rkey] = NEVER
+            return None
+        rep = replays[rkey] = DrainReplay(r, where, self.owner.stats.last_blocks)
+        return rep
 
     @staticmethod
     def _run_block(block: Block, block_ops: list[OperationIr], inner: Any, env: dict[int, Any],
@@ -297,3 +342,17 @@ def _needed(ops: list[OperationIr]) -> tuple[int, ...] | None:
     if len(keep) == len(ops):
         return None
     return tuple(reversed(keep))
+
+
+def _deliver(handles: dict[int, Any], env: dict[int, Any], failure: BaseException | None) -> None:
+    """Results to their live handles. Results computed before a failure still reach theirs;
+    the others remember the failure, so reading them raises instead of returning garbage."""
+    for tid, ref in handles.items():
+        h = ref()
+        if h is None:
+            continue
+        if tid in env:
+            h.value = env[tid]
+        elif failure is not None:
+            h.stream = None
+            h.error = failure

@@ -1,0 +1,90 @@
+"""A stream's signature, built as ops register: the key of its drain's fast replay.
+
+Each registered op appends its name and one part per argument to ``stream.sig``: a queued
+tensor as a reference to its relative index (order of first appearance in the queue), a
+realised tensor on its first appearance as its layout (dtype, shape, strides, offset, and
+the first realised tensor sharing its buffer), later as a reference; scalars by value
+(floats tagged, -0.0 apart from 0.0), tuples part by part. Op names are the only bare
+strings in it, so the sequence splits into ops one way only.
+
+With the set of tensors whose handles are dead at the drain, the signature determines what
+``relative_key`` (op sequence, structure, statuses, liveness) and ``replay_key`` (blanked
+values, input layouts) would: a drain whose signature and dead set were seen before replays
+its capture without computing either (``stream.Stream.drain``). Anything the signature cannot
+encode (an argument of another kind, an input that is not a cube tensor) sets ``stream.sig``
+to None: that drain takes the ordinary path.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ... import dtype as dt
+from ...cube.runtime.tensor import CubeTensor
+
+__all__ = ["ref_part", "sig_part", "tensor_part"]
+
+_REFS = [("t", r) for r in range(1024)]
+#: backend.FusionTensor (set on first use: backend imports this module)
+_tensor_type: Any = None
+
+
+def _fusion_tensor() -> Any:
+    global _tensor_type
+    from .backend import FusionTensor
+
+    _tensor_type = FusionTensor
+    return FusionTensor
+
+
+def ref_part(r: int) -> tuple[str, int]:
+    """The part of a reference to relative index ``r``."""
+    return _REFS[r] if r < 1024 else ("t", r)
+
+
+def sig_part(a: Any, stream: Any, sig: list[Any]) -> None:
+    """Append argument ``a``'s part (``a`` is not a tensor queued on ``stream``: those are
+    references, appended by the caller)."""
+    ta = type(a)
+    ft = _tensor_type or _fusion_tensor()
+    if ta is float:
+        sig.append(("f", a) if a else ("f", a, math.copysign(1.0, a)))
+    elif ta is int or a is None:
+        sig.append(a)
+    elif ta is bool:
+        sig.append(("b", a))
+    elif isinstance(a, dt.DType):
+        sig.append(a)
+    elif ta is ft:
+        tensor_part(a, stream, sig)
+    elif ta is tuple or ta is list:
+        sub: list[Any] = []
+        for x in a:
+            if type(x) is ft and x.value is None and x.stream is stream:
+                sub.append(ref_part(stream.rel[x.id]))
+            else:
+                sig_part(x, stream, sub)
+        sig.append(("(", tuple(sub)))
+    elif ta is str:
+        sig.append(("s", a))
+    elif ta is slice:
+        sig.append(("sl", a.start, a.stop, a.step))
+    else:
+        stream.sig = None
+
+
+def tensor_part(a: Any, stream: Any, sig: list[Any]) -> None:
+    """A realised tensor (or one queued on another stream, realised by ``Fusion._ir``)."""
+    r = stream.rel.get(a.id)
+    if r is not None:
+        sig.append(ref_part(r))
+        return
+    v = stream.consts.get(a.id)
+    if type(v) is not CubeTensor:
+        stream.sig = None
+        return
+    r = stream.rel[a.id] = len(stream.order)
+    stream.order.append(a.id)
+    alias = stream.bufs.setdefault(id(v.buffer), r)
+    sig.append(("c", v.dtype, v.shape, v.strides, v.offset, alias))
