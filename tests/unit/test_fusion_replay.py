@@ -186,3 +186,25 @@ def test_inputs_queued_on_another_thread(dev: Device) -> None:
         got = (a + box["t"]).sum().item()
         assert got == pytest.approx(float(x.astype(np.float64).sum() + 2 * y.astype(np.float64).sum()),
                                     rel=1e-5, abs=1e-5)
+
+
+def test_tuned_calls_replay_on_new_tensors(dev: Device) -> None:
+    """Drains whose ops go through the tuner (a matmul with its epilogue, a long-row sum, a
+    large elementwise op) replay the winner's call on the new drain's tensors: a result the
+    call allocates (the sum's) becomes a slot of the replay."""
+    f = fusion_of(dev)
+    if not f.replayable:
+        pytest.skip("replays turned off (cube.replay)")
+    rng = np.random.default_rng()
+    before = f.stats.replays
+    for _ in range(5):
+        x, w, b = rand(rng, 32, 48), rand(rng, 48, 16), rand(rng, 16)
+        xt, wt, bt = (ember.tensor(v, device=dev) for v in (x, w, b))
+        got = (xt @ wt + bt).relu().numpy()
+        ref = np.maximum(x.astype(np.float64) @ w + b, 0)
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+        big = rand(rng, 64, 2048)
+        bg = ember.tensor(big, device=dev)
+        np.testing.assert_allclose(bg.sum(-1).numpy(), big.astype(np.float64).sum(-1), rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose((bg * 2.0 - 1.0).numpy(), big.astype(np.float64) * 2 - 1, rtol=1e-6, atol=1e-6)
+    assert f.stats.replays - before >= 6  # the three drains' replays from the third round on

@@ -21,20 +21,22 @@ import math
 from typing import Any
 
 from ... import dtype as dt
-from ...cube.runtime.tensor import CubeTensor
 
 __all__ = ["ref_part", "sig_part", "tensor_part"]
 
 _REFS = [("t", r) for r in range(1024)]
-#: backend.FusionTensor (set on first use: backend imports this module)
+#: backend.FusionTensor and cube's CubeTensor, set on first use (backend imports this module;
+#: the cube package stays unimported until a cube device is used)
 _tensor_type: Any = None
+_cube_tensor: Any = None
 
 
 def _fusion_tensor() -> Any:
-    global _tensor_type
+    global _tensor_type, _cube_tensor
+    from ...cube.runtime.tensor import CubeTensor
     from .backend import FusionTensor
 
-    _tensor_type = FusionTensor
+    _tensor_type, _cube_tensor = FusionTensor, CubeTensor
     return FusionTensor
 
 
@@ -81,7 +83,9 @@ def tensor_part(a: Any, stream: Any, sig: list[Any]) -> None:
         sig.append(ref_part(r))
         return
     v = stream.consts.get(a.id)
-    if type(v) is not CubeTensor:
+    if _cube_tensor is None:
+        _fusion_tensor()
+    if type(v) is not _cube_tensor:
         stream.sig = None
         return
     r = stream.rel[a.id] = len(stream.order)

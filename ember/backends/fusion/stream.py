@@ -17,7 +17,7 @@ import threading
 import weakref
 from typing import Any
 
-from ... import tracing
+from ... import precision, tracing
 from .indices import INDEX_OPS, checked_args
 from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
 from .replay import NEVER, PER_PLAN, SEEN, DrainReplay, capture_drain, replay_key
@@ -126,8 +126,8 @@ class Stream:
             fkey = None
             if sig is not None and not owner.recorders and len(order) >= len(ops):
                 # the signature and the dead handles: the fast replay's key (``signature``)
-                fkey = (tuple(sig), tuple([r for tid, r in rel.items()
-                                           if tid in dropped or handles[tid]() is None]))
+                fkey = (tuple(sig), tuple([r for tid, r in rel.items() if tid in dropped or handles[tid]() is None]),
+                        precision.get_float32_matmul_precision())
                 fast = owner.fast_replays.get(fkey)
                 if fast is not None:
                     self._replay_fast(fast, consts, handles, order)

@@ -8,6 +8,13 @@ argument the slot and layout it read). Buffers the code found already alive (the
 read back, a sync, a hand-written kernel's raw launch, a launch that ran nothing because the
 tuner was preparing) cannot be replayed from this record, so it marks the capture broken.
 
+Hand-written kernels launch with raw arguments (addresses, tensor maps) that cannot be
+rebound, so their launchers are captured one level up: ``call(fn, args)`` (the tuner runs
+every candidate through it) records a *call step*, the function and its arguments with
+tensors as slot views, and runs it with recording suspended; a replay calls the function
+again on the new buffers. Such a function must depend on its arguments' layouts and values
+only (a tuned candidate does), and what it allocates stays its own.
+
 ``Replay.run`` then performs the same launches on fresh buffers: the caller guarantees the
 same inputs layout for layout and the same scalar values (it keys replays on them), so the
 packed info blocks and grids are those of the capture. Buffers are reserved just before
@@ -23,7 +30,7 @@ from typing import Any
 
 from .tensor import CubeTensor
 
-__all__ = ["Capture", "Replay", "active", "alloc", "broken", "launched"]
+__all__ = ["Capture", "Replay", "active", "alloc", "broken", "call", "launched"]
 
 #: captures open on any thread (the hooks' first, cheapest test)
 active = 0
@@ -33,7 +40,7 @@ _local = threading.local()
 class Capture:
     """The record of one thread's device work; open with ``with Capture(inputs) as c:``."""
 
-    __slots__ = ("inputs", "slot_of", "allocs", "steps", "failed", "_prev")
+    __slots__ = ("inputs", "slot_of", "allocs", "steps", "failed", "inside", "_prev")
 
     def __init__(self, inputs: list[CubeTensor]) -> None:
         #: slot -> ("in", input index) or ("new", nbytes); inputs take the first slots
@@ -49,6 +56,8 @@ class Capture:
         self.steps: list[tuple[Any, ...]] = []
         #: why the record cannot be replayed ("" while it can)
         self.failed = ""
+        #: call steps running (their own work is not recorded)
+        self.inside = 0
 
     def __enter__(self) -> Capture:
         global active
@@ -90,7 +99,9 @@ class Capture:
 
 
 def _current() -> Capture | None:
-    return getattr(_local, "capture", None)
+    """The capture recording this thread's work (None: none, or inside a call step)."""
+    c = getattr(_local, "capture", None)
+    return None if c is None or c.inside else c
 
 
 def alloc(buf: Any, nbytes: int) -> None:
@@ -106,6 +117,95 @@ def broken(what: str) -> None:
     c = _current()
     if c is not None and not c.failed:
         c.failed = what
+
+
+def call(fn: Any, args: tuple[Any, ...]) -> Any:
+    """``fn(*args)``, recorded as a call step of the capture open on this thread (if any).
+    Arguments: tensors, tuples of them, objects offering ``capture_tensors()`` and
+    ``with_tensors(ts)`` (a bundle holding tensors), and values kept as they are (a
+    backend, numbers, strings, dtypes, kernels); a tensor result becomes a slot."""
+    c = _current()
+    if c is None:
+        return fn(*args)
+    template = []
+    for a in args:
+        t = _template(c, a)
+        if t is None:
+            broken("a call on a buffer from outside the capture")
+            return fn(*args)
+        template.append(t)
+    step = [_CALL, fn, None, tuple(template)]
+    c.steps.append(step)
+    c.inside += 1
+    try:
+        out = fn(*args)
+    finally:
+        c.inside -= 1
+    if out is not None:
+        if type(out) is not CubeTensor:
+            broken("a call step with a result that is not a tensor")
+            return out
+        v = c.view(out)
+        if v is None:  # reserved inside the call: a slot filled by the call's result
+            c.slot_of[id(out.buffer)] = len(c.allocs)
+            c.allocs.append(("ret", len(c.steps) - 1))
+            v = c.view(out)
+        step[2] = v
+    return out
+
+
+def _template(c: Capture, a: Any) -> Any:
+    """A call step's argument as recorded (None: a tensor from outside the capture)."""
+    if type(a) is CubeTensor:
+        return c.view(a)
+    if type(a) is tuple and a and type(a[0]) is CubeTensor:
+        views = tuple(c.view(t) for t in a)
+        return None if None in views else _Views(views)
+    if hasattr(a, "capture_tensors"):
+        views = tuple(c.view(t) for t in a.capture_tensors())
+        return None if None in views else _Bundle(a, views)
+    return _Const(a)
+
+
+class _Const:
+    """A call step's argument that holds no tensor: passed as it was."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self, client: Any, bufs: list[Any]) -> Any:
+        return self.value
+
+
+class _Views:
+    """A tuple of tensors among a call step's arguments."""
+
+    __slots__ = ("views",)
+
+    def __init__(self, views: tuple[Any, ...]) -> None:
+        self.views = views
+
+    def get(self, client: Any, bufs: list[Any]) -> Any:
+        return tuple(CubeTensor(client, bufs[v[0]], v[1], v[2], v[3], v[4]) for v in self.views)
+
+
+class _Bundle:
+    """An object holding tensors among a call step's arguments, rebuilt on the new ones."""
+
+    __slots__ = ("obj", "views")
+
+    def __init__(self, obj: Any, views: tuple[Any, ...]) -> None:
+        self.obj = obj
+        self.views = views
+
+    def get(self, client: Any, bufs: list[Any]) -> Any:
+        return self.obj.with_tensors([CubeTensor(client, bufs[v[0]], v[1], v[2], v[3], v[4]) for v in self.views])
+
+
+#: the first field of a call step (a launch step has its plan there)
+_CALL = object()
 
 
 def launched(plan: Any, count: Any, info: Any, tensors: list[Any], ran: bool) -> None:
@@ -126,6 +226,21 @@ def launched(plan: Any, count: Any, info: Any, tensors: list[Any], ran: bool) ->
     c.steps.append((plan, count, info, tuple(views)))
 
 
+def _views_of(step: Any) -> list[Any]:
+    """The slot views a captured step names (a call step: its arguments' and its result's)."""
+    if step[0] is not _CALL:
+        return list(step[3])
+    out = []
+    for a in step[3]:
+        if type(a) is tuple:
+            out.append(a)
+        elif type(a) is _Views or type(a) is _Bundle:
+            out.extend(a.views)
+    if step[2] is not None:
+        out.append(step[2])
+    return out
+
+
 class Replay:
     """A captured program: ``run(client, inputs)`` launches it again; returns the outputs."""
 
@@ -138,21 +253,28 @@ class Replay:
         out_slots = {o[0] for o in outputs}
         first: dict[int, int] = {}
         last: dict[int, int] = {}
-        for i, (_plan, _count, _info, views) in enumerate(steps):
-            for v in views:
-                first.setdefault(v[0], i)
-                last[v[0]] = i
+        named_by: list[list[int]] = []
+        for i, step in enumerate(steps):
+            named = [v[0] for v in _views_of(step)]
+            named_by.append(named)
+            for s in named:
+                first.setdefault(s, i)
+                last[s] = i
         # per step: slots to reserve before it, slots to drop after it (never an input's or
-        # an output's), and per buffer argument its slot and byte offset; a reserved buffer
-        # no step names is not reserved at all
+        # an output's); a reserved buffer no step names is not reserved at all. A launch step
+        # keeps per buffer argument its slot and byte offset; a call step its function, its
+        # argument template and the slot of its result (or None)
         steps_out = []
-        for i, (plan, count, info, views) in enumerate(steps):
-            named = sorted({v[0] for v in views})
+        for i, (head, count, info, views) in enumerate(steps):
+            named = sorted(set(named_by[i]))
             reserve = tuple((s, allocs[s][1]) for s in named if allocs[s][0] == "new" and first[s] == i)
-            drop = tuple(s for s in named if allocs[s][0] == "new" and last[s] == i and s not in out_slots)
+            drop = tuple(s for s in named if allocs[s][0] != "in" and last[s] == i and s not in out_slots)
+            if head is _CALL:
+                steps_out.append((None, count, views, None if info is None else info[0], (), reserve, drop))
+                continue
             slots = tuple(v[0] for v in views)
             offsets = tuple(v[3] * v[4].itemsize for v in views)
-            steps_out.append((plan, count, info, slots, offsets, reserve, drop))
+            steps_out.append((head, count, info, slots, offsets, reserve, drop))
         self.steps = tuple(steps_out)
         # outputs no step wrote (an empty result): reserved at the end
         self.new = tuple((s, allocs[s][1]) for s in sorted(out_slots) if allocs[s][0] == "new" and s not in first)
@@ -167,7 +289,13 @@ class Replay:
         for plan, count, info, slots, offsets, reserve, drop in self.steps:
             for s, nbytes in reserve:
                 bufs[s] = empty(nbytes)
-            plan.replay(count, info, [bufs[s] for s in slots], offsets)
+            if plan is not None:
+                plan.replay(count, info, [bufs[s] for s in slots], offsets)
+            else:  # a call step: ``count`` is the function, ``info`` its argument template
+                r = count(*[CubeTensor(client, bufs[a[0]], a[1], a[2], a[3], a[4]) if type(a) is tuple
+                            else a.get(client, bufs) for a in info])
+                if slots is not None:
+                    bufs[slots] = r.buffer
             for s in drop:
                 bufs[s] = None
         for s, nbytes in self.new:

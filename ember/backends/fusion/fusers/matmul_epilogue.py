@@ -100,6 +100,14 @@ class _Job:
         self.scalars = scalars
         self.dtype = dtype
 
+    # a bundle of tensors to a capture's call step (``cube.runtime.capture.call``): a replay
+    # rebuilds the job on the new drain's tensors
+    def capture_tensors(self) -> tuple[Any, ...]:
+        return self.extra
+
+    def with_tensors(self, tensors: list[Any]) -> _Job:
+        return _Job(self.prog, self.digest, tuple(tensors), self.scalars, self.dtype)
+
 
 def _fused(backend: Any, a: Any, b: Any, job: _Job) -> Any:
     from .matmul import run_matmul_epilogue
