@@ -85,3 +85,31 @@ def test_matmul_replays_per_precision(dev: Device) -> None:
             np.testing.assert_allclose(got, x.astype(np.float64) @ w, rtol=tol, atol=tol * 10)
     finally:
         ember.set_float32_matmul_precision("highest")
+
+
+@pytest.mark.parametrize("fusion", [False, True])
+def test_threads_capture_and_replay_side_by_side(dev: Device, fusion: bool) -> None:
+    """Several threads run the same ops at once (captures and replays interleaved on one
+    device): every result matches its own inputs."""
+    import threading
+
+    d = Device.cpu(fusion=fusion) if dev == Device.cpu(fusion=False) else Device.cuda(fusion=fusion)
+    errors: list[BaseException] = []
+
+    def work(seed: int) -> None:
+        rng = np.random.default_rng(seed)
+        try:
+            for _ in range(30):
+                x, y = rand(rng, 24), rand(rng, 24)
+                a, b = ember.tensor(x, device=d), ember.tensor(y, device=d)
+                got = ((a * 2.0 + b).exp() * 0.5).numpy()
+                np.testing.assert_allclose(got, np.exp(x.astype(np.float64) * 2 + y) * 0.5, rtol=1e-5)
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]

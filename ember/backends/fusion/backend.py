@@ -136,6 +136,11 @@ class Fusion(Backend):
                         sig.append(ref_part(stream.rel[a.id]))
                     continue
                 # realised, or queued on another thread (realise drains that stream first)
+                r = stream.rel.get(a.id)
+                if r is not None:  # read before in this queue: its value and handle are in
+                    if sig is not None:
+                        sig.append(ref_part(r))
+                    continue
                 v = a.value
                 stream.consts[a.id] = v if v is not None else self.realise(a)
                 if a.id not in stream.handles:

@@ -72,7 +72,7 @@ class FusionStats:
         self.fused_blocks = 0
         self.unfused_ops = 0
         #: (fuser name or "unfused", [op names]) of the last drain, in execution order
-        self.last_blocks: list[tuple[str, list[str]]] | tuple[tuple[str, list[str]], ...] = []
+        self.last_blocks: list[tuple[str, list[str]]] = []
 
 
 def _map_args(a: Any, env: dict[int, Any]) -> Any:
@@ -143,7 +143,7 @@ class Stream:
         stats.replays += 1
         stats.fused_blocks += rep.fused
         stats.unfused_ops += rep.unfused
-        stats.last_blocks = rep.blocks
+        stats.last_blocks = list(rep.blocks)  # a list: a thread running blocks appends to it
         env = consts
         failure: BaseException | None = None
         try:
@@ -249,7 +249,7 @@ class Stream:
             stats.fused_blocks += rep.fused
             stats.unfused_ops += rep.unfused
             stats.replays += 1
-            stats.last_blocks = rep.blocks
+            stats.last_blocks = list(rep.blocks)  # a list: a thread running blocks appends to it
             return rep
         if rep is None:
             if len(replays) >= PER_PLAN:

@@ -32,8 +32,10 @@ from .tensor import CubeTensor
 
 __all__ = ["Capture", "Replay", "active", "alloc", "broken", "call", "launched"]
 
-#: captures open on any thread (the hooks' first, cheapest test)
+#: captures open on any thread (the hooks' first, cheapest test; changed under ``_count_lock``,
+#: since ``+=`` on a global is no atomic step and a lost update would hide a capture)
 active = 0
+_count_lock = threading.Lock()
 _local = threading.local()
 
 
@@ -63,13 +65,15 @@ class Capture:
         global active
         self._prev = getattr(_local, "capture", None)
         _local.capture = self
-        active += 1
+        with _count_lock:
+            active += 1
         return self
 
     def __exit__(self, *exc: Any) -> None:
         global active
         _local.capture = self._prev
-        active -= 1
+        with _count_lock:
+            active -= 1
         if exc[0] is not None and not self.failed:
             self.failed = f"raised {exc[0].__name__}"
 
