@@ -121,18 +121,9 @@ def public_rows(torch, rounds: int, reps: int, rows: list[str], batch: int = 5) 
     bias = torch.randn(size, device="cuda", dtype=torch.bfloat16)
     torch.cuda.synchronize()
 
-    def on_device(t):  # a fused-device tensor with t's values (device-to-device copy)
-        view = ember.from_dlpack(t)
-        out = ember.zeros(view.shape, dtype=view.dtype, device=dev) + 0
-        ember.sync(dev)
-        dst, src = _cube_primitive(out), _cube_primitive(view)
-        server = dst.client.server
-        server.current()
-        server.cu.cuMemcpyDtoDAsync(dst.buffer.ptr, src.buffer.ptr, src.buffer.nbytes, server.stream)
-        server.sync()
-        return out
+    from gpu import _copy_to  # a fused-device tensor with a view's values (device-to-device copy)
 
-    x, w, b = (on_device(t) for t in (at, bt, bias))
+    x, w, b = (_copy_to(ember.from_dlpack(t), dev) for t in (at, bt, bias))
 
     def public(epilogue: bool):
         y = (x @ w + b).gelu() if epilogue else x @ w

@@ -509,6 +509,16 @@ class CudaServer(Preparing):
 _STAGE_BYTES = 1 << 16
 
 
+def _dtoh_wait(s: CudaServer, fast: Any, dst: int, src: int, nbytes: int) -> None:
+    """Copy to host address ``dst`` through the ctypes driver calls and wait for it."""
+    err = fast.dtoh_async(dst, src, nbytes, s._stream_h)
+    if err:
+        _ok((s.cu.CUresult(err),), "cuMemcpyDtoHAsync")
+    err = fast.stream_sync(s._stream_h)
+    if err:
+        _ok((s.cu.CUresult(err),), "cuStreamSynchronize (a kernel of this device failed)")
+
+
 class CudaClient:
     """The ComputeClient contract on a CUDA device."""
 
@@ -650,22 +660,12 @@ class CudaClient:
                     if stage is None:
                         stage = self._make_stage()
                     if stage:
-                        err = fast.dtoh_async(stage, src, nbytes, s._stream_h)
-                        if err:
-                            _ok((s.cu.CUresult(err),), "cuMemcpyDtoHAsync")
-                        err = fast.stream_sync(s._stream_h)
-                        if err:
-                            _ok((s.cu.CUresult(err),), "cuStreamSynchronize (a kernel of this device failed)")
+                        _dtoh_wait(s, fast, stage, src, nbytes)
                         ctypes.memmove(dst, stage, nbytes)
                         return
                 finally:
                     self._stage_lock.release()
-            err = fast.dtoh_async(dst, src, nbytes, s._stream_h)
-            if err:
-                _ok((s.cu.CUresult(err),), "cuMemcpyDtoHAsync")
-            err = fast.stream_sync(s._stream_h)
-            if err:
-                _ok((s.cu.CUresult(err),), "cuStreamSynchronize (a kernel of this device failed)")
+            _dtoh_wait(s, fast, dst, src, nbytes)
             return
         _ok(s.cu.cuMemcpyDtoHAsync(dst, src, nbytes, s.stream), "cuMemcpyDtoHAsync")
         s.sync()
