@@ -125,13 +125,14 @@ class Stream:
                 return
             fkey = None
             if sig is not None and not owner.recorders and len(order) >= len(ops):
-                # the signature and the dead handles: the fast replay's key (``signature``)
-                fkey = (tuple(sig), tuple([r for tid, r in rel.items() if tid in dropped or handles[tid]() is None]),
-                        precision.get_float32_matmul_precision())
-                fast = owner.fast_replays.get(fkey)
-                if fast is not None:
-                    self._replay_fast(fast, consts, handles, order)
-                    return
+                dead = _dead(rel, handles, dropped)
+                if dead is not None:
+                    # the signature and the dead handles: the fast replay's key (``signature``)
+                    fkey = (tuple(sig), dead, precision.get_float32_matmul_precision())
+                    fast = owner.fast_replays.get(fkey)
+                    if fast is not None:
+                        self._replay_fast(fast, consts, handles, order)
+                        return
             self._run(ops, consts, handles, dropped, fkey, rel)
 
     def _replay_fast(self, fast: tuple[Any, tuple[int, ...]], consts: dict[int, Any], handles: dict[int, Any],
@@ -325,6 +326,19 @@ def _mark_last_uses(ops: list[OperationIr], handles: dict[int, Any], dropped: se
             ref = handles.get(t.id)
             live.append(ref is not None and ref() is not None)
         o.live = tuple(live)
+
+
+def _dead(rel: dict[int, int], handles: dict[int, Any], dropped: set[int]) -> tuple[int, ...] | None:
+    """Relative indices of the queue's tensors whose handles are gone (None: one without a
+    handle, a state the signature does not describe; the drain takes the ordinary path)."""
+    dead = []
+    for tid, r in rel.items():
+        ref = handles.get(tid)
+        if ref is None:
+            return None
+        if tid in dropped or ref() is None:
+            dead.append(r)
+    return tuple(dead)
 
 
 def _needed(ops: list[OperationIr]) -> tuple[int, ...] | None:

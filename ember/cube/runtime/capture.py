@@ -135,7 +135,7 @@ def call(fn: Any, args: tuple[Any, ...]) -> Any:
     for a in args:
         t = _template(c, a)
         if t is None:
-            broken("a call on a buffer from outside the capture")
+            broken("a call on a buffer from outside the capture, or an argument it cannot keep")
             return fn(*args)
         template.append(t)
     step = [_CALL, fn, None, tuple(template)]
@@ -159,16 +159,30 @@ def call(fn: Any, args: tuple[Any, ...]) -> Any:
 
 
 def _template(c: Capture, a: Any) -> Any:
-    """A call step's argument as recorded (None: a tensor from outside the capture)."""
+    """A call step's argument as recorded (None: a tensor from outside the capture, or an
+    argument that might hold tensors the record would not see)."""
     if type(a) is CubeTensor:
         return c.view(a)
-    if type(a) is tuple and a and type(a[0]) is CubeTensor:
+    if type(a) is tuple and a and all(type(t) is CubeTensor for t in a):
         views = tuple(c.view(t) for t in a)
         return None if None in views else _Views(views)
     if hasattr(a, "capture_tensors"):
         views = tuple(c.view(t) for t in a.capture_tensors())
         return None if None in views else _Bundle(a, views)
-    return _Const(a)
+    return _Const(a) if _plain(a) else None
+
+
+def _plain(a: Any) -> bool:
+    """Whether ``a`` can be passed again as it is: a number, string, dtype or None, a tuple of
+    such, or a device-side object that holds no tensor (a backend, a client, a kernel)."""
+    if a is None or type(a) in (int, float, bool, str):
+        return True
+    if type(a) is tuple:
+        return all(_plain(x) for x in a)
+    from ...dtype import DType
+
+    return isinstance(a, DType) or hasattr(a, "__cube_kernel__") or hasattr(a, "replayable") or (
+        hasattr(a, "client") and hasattr(a, "_empty"))
 
 
 class _Const:
