@@ -208,3 +208,22 @@ def test_tuned_calls_replay_on_new_tensors(dev: Device) -> None:
         np.testing.assert_allclose(bg.sum(-1).numpy(), big.astype(np.float64).sum(-1), rtol=1e-4, atol=1e-3)
         np.testing.assert_allclose((bg * 2.0 - 1.0).numpy(), big.astype(np.float64) * 2 - 1, rtol=1e-6, atol=1e-6)
     assert f.stats.replays - before >= 6  # the three drains' replays from the third round on
+
+
+def test_replays_hold_no_buffer_of_their_capture(dev: Device) -> None:
+    """A capture's tensors (the drain's inputs, a fused matmul's bias) are not kept alive by
+    the replay made from it: once their handles go, their memory returns to the pool."""
+    import gc
+    import weakref
+
+    rng = np.random.default_rng()
+    refs = []
+    for _ in range(3):  # the second round is the one captured
+        x, w, b = rand(rng, 16, 32), rand(rng, 32, 8), rand(rng, 8)
+        xt, wt, bt = (ember.tensor(v, device=dev) for v in (x, w, b))
+        out = (xt @ wt + bt).relu().numpy()
+        np.testing.assert_allclose(out, np.maximum(x.astype(np.float64) @ w + b, 0), rtol=1e-4, atol=1e-4)
+        refs.append([weakref.ref(t._p.value.buffer) for t in (xt, wt, bt)])
+        del xt, wt, bt
+    gc.collect()
+    assert all(r() is None for round_refs in refs for r in round_refs)

@@ -167,8 +167,10 @@ def _template(c: Capture, a: Any) -> Any:
         views = tuple(c.view(t) for t in a)
         return None if None in views else _Views(views)
     if hasattr(a, "capture_tensors"):
-        views = tuple(c.view(t) for t in a.capture_tensors())
-        return None if None in views else _Bundle(a, views)
+        held = a.capture_tensors()
+        views = tuple(c.view(t) for t in held)
+        # the bundle is kept without its tensors: a replay must not hold the capture's buffers
+        return None if None in views else _Bundle(a.with_tensors([None] * len(held)), views)
     return _Const(a) if _plain(a) else None
 
 
