@@ -208,6 +208,28 @@ def test_gelu_of_matmul_plus_bias_through_the_fuser(hopper, rng, name):
     check(get(hopper, me._tensor_core(backend, pa, pw, job)), want_r, d.np)
 
 
+@pytest.mark.parametrize("fusion", [True, False])
+def test_repeated_gelu_of_matmul_plus_bias_replays_right(hopper, rng, fusion):
+    """The public ``gelu(a @ w + b)`` called again and again with fresh inputs of one shape:
+    from the third call the drain (fused device) or the ops (eager) replay, the tensor-core
+    launch as a call of the tuner's winner on the new tensors. Every result is checked."""
+    from ember import Device
+    from ember.backends.fusion import Fusion
+
+    d = ember.bfloat16
+    m, k, n = 520, 264, 776
+    dev = Device.cuda(fusion=fusion)
+    fus = dev.backend().inner if fusion else None
+    before = fus.stats.replays if isinstance(fus, Fusion) else 0
+    for _ in range(5):
+        a, w, bias = randn(rng, (m, k), d), randn(rng, (k, n), d), randn(rng, n, d)
+        ta, tw, tb = (ember.tensor(x, device=dev) for x in (a, w, bias))
+        want = gelu(a.astype(np.float64) @ w.astype(np.float64) + bias.astype(np.float64))
+        check(np.asarray((ta @ tw + tb).gelu().numpy()), want, d.np)
+    if isinstance(fus, Fusion) and fus.replayable:
+        assert fus.stats.replays - before >= 3
+
+
 @pytest.mark.parametrize("name", ["bfloat16", "float16"])
 def test_transposed_operands_reach_the_tensor_cores(hopper, rng, name):
     """``x @ w.T`` (a K-major B), ``a.T @ w.T`` (an M-major A too) and a batch against a
