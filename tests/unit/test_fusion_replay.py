@@ -227,3 +227,24 @@ def test_replays_hold_no_buffer_of_their_capture(dev: Device) -> None:
         del xt, wt, bt
     gc.collect()
     assert all(r() is None for round_refs in refs for r in round_refs)
+
+
+def test_the_fusion_debug_log_names_plans_and_captures(capsys: pytest.CaptureFixture[str]) -> None:
+    """The debug log's fusion category: each new plan with its blocks, each capture with its
+    step count or the reason it cannot replay."""
+    from ember.environment import config
+
+    rng = np.random.default_rng()
+    d = Device.cpu()
+    with config.override({"debug.log": "stderr", "debug.log_categories": "fusion"}):
+        scale = float(rng.uniform(1.5, 2.5))  # a value no earlier test drained with
+        shift = float(rng.uniform(-4.0, -3.0))
+        for _ in range(3):
+            x = rand(rng, 13)
+            a = ember.tensor(x, device=d)
+            i = ember.tensor(rng.integers(0, 13, 3), device=d)
+            (a * scale + shift).sum().item()
+            (a * scale)[i].numpy()
+        err = capsys.readouterr().err
+    assert "drain [mul_scalar,add_scalar,sum] captured: 1 steps" in err
+    assert "drain [mul_scalar,index] not replayable: a read back" in err

@@ -219,6 +219,13 @@ class Stream:
             plan = owner.search(live_ops)
         plan.keep = keep
         plan.replays = {} if owner.replayable else None
+        from ...environment import log
+
+        if log.enabled("fusion"):
+            names = [getattr(b.fuser, "name", "unfused") + "[" + ",".join(o.op for o in live_ops[b.start:b.stop]) + "]"
+                     for b in plan.blocks]
+            log.logger("fusion").debug("plan for %d ops (%d dead): %s", len(ops), len(ops) - len(live_ops),
+                                       " ".join(names))
         return plan
 
     def _execute(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any]) -> None:
@@ -266,6 +273,14 @@ class Stream:
             self._execute(plan, ops, env)
         where = tuple((i, j) for i, o in enumerate(ops) for j, live in enumerate(o.live) if live)
         r = cap.replay([env[ops[i].outputs[j].id] for i, j in where])
+        from ...environment import log
+
+        if log.enabled("fusion"):
+            names = ",".join(o.op for o in ops)
+            if r is None:
+                log.logger("fusion").debug("drain [%s] not replayable: %s", names, cap.failed)
+            else:
+                log.logger("fusion").debug("drain [%s] captured: %d steps", names, r.launches)
         if r is None:
             replays[rkey] = NEVER
             return None
