@@ -92,9 +92,9 @@ def _replayed(op: str, method: Any, client: Any) -> Any:
     entries: dict[tuple[Any, ...], Any] = {}
     is_matmul = op == "matmul"
 
-    def call(*args: Any) -> Any:
-        if capture.active or tracing.active:
-            return method(*args)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if kwargs or capture.active or tracing.active:
+            return method(*args, **kwargs)
         tensors: list[CubeTensor] = []
         key = _signature(args, tensors)
         if key is None:
