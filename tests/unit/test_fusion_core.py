@@ -153,3 +153,44 @@ def test_structural_ints_are_part_of_the_plan_key(where: str) -> None:
         np.testing.assert_allclose(got, ref.sum(1, keepdims=keepdim), rtol=1e-5)
     for scale in (2.0, -3.0):  # float scalars stay runtime values of one plan
         np.testing.assert_allclose((a * scale).sum(1).numpy(), (x.astype(np.float64) * scale).sum(1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("where", ["cpu", "lazy_flex"])
+def test_reads_from_another_thread_while_the_owner_registers(where: str) -> None:
+    """One thread keeps registering ops on its stream while another reads its queued results
+    (each read drains the owner's stream from the other thread): every value is right and
+    nothing raises."""
+    d = Device.cpu() if where == "cpu" else Device.lazy_flex()
+    base = np.arange(64, dtype=np.float32) / 64
+    a = ember.tensor(base, device=d)
+    made: list[tuple[int, ember.Tensor]] = []
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def owner() -> None:
+        try:
+            for i in range(1500):
+                y = (a * float(i % 7) + 1.0).exp().log()  # stays queued until someone reads it
+                made.append((i, y))
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            errors.append(e)
+        finally:
+            done.set()
+
+    def reader() -> None:
+        try:
+            k = 0
+            while not done.is_set() or k < len(made):
+                if k < len(made):
+                    i, y = made[k]
+                    np.testing.assert_allclose(y.numpy(), base * (i % 7) + 1.0, rtol=1e-4, atol=1e-4)
+                    k += 5
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=owner), threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]

@@ -120,47 +120,61 @@ class Fusion(Backend):
 
     def _register(self, op: str, args: tuple[Any, ...], shape: tuple[int, ...], dtype: dt.DType) -> FusionTensor:
         stream = getattr(self._local, "stream", None) or self.stream()
-        inputs: list[TensorIr] = []
-        ir = []
-        sig = stream.sig
-        if sig is not None:
-            sig.append(op)
         for a in args:
+            # inputs queued on another thread's stream are realised before this stream's lock is
+            # taken: realising drains that stream under its own lock, and two threads that each
+            # held their own while draining the other's would deadlock
             if type(a) is FusionTensor:
-                t = a.ir
-                inputs.append(t)
-                ir.append(t)
-                if a.value is None and a.stream is stream:
-                    # queued on this stream (a chain's usual input)
+                if a.value is None and a.stream is not stream:
+                    self.realise(a)
+            elif (type(a) is tuple or type(a) is list) and a and type(a[0]) is FusionTensor:
+                for x in a:
+                    if x.value is None and x.stream is not stream:
+                        self.realise(x)
+        # under the stream's lock: a drain from another thread (reading a tensor queued here)
+        # takes the queue whole, never half of this op's records
+        with stream.lock:
+            inputs: list[TensorIr] = []
+            ir = []
+            sig = stream.sig
+            if sig is not None:
+                sig.append(op)
+            for a in args:
+                if type(a) is FusionTensor:
+                    t = a.ir
+                    inputs.append(t)
+                    ir.append(t)
+                    if a.value is None and a.stream is stream:
+                        # queued on this stream (a chain's usual input)
+                        if sig is not None:
+                            sig.append(ref_part(stream.rel[a.id]))
+                        continue
+                    # realised (one queued on another thread was realised above)
+                    r = stream.rel.get(a.id)
+                    if r is not None:  # read before in this queue: its value and handle are in
+                        if sig is not None:
+                            sig.append(ref_part(r))
+                        continue
+                    v = a.value
+                    stream.consts[a.id] = v if v is not None else self.realise(a)
+                    if a.id not in stream.handles:
+                        stream.handles[a.id] = weakref.ref(a)
                     if sig is not None:
-                        sig.append(ref_part(stream.rel[a.id]))
-                    continue
-                # realised, or queued on another thread (realise drains that stream first)
-                r = stream.rel.get(a.id)
-                if r is not None:  # read before in this queue: its value and handle are in
+                        tensor_part(a, stream, sig)
+                else:
+                    ir.append(self._ir(a, stream, inputs))
                     if sig is not None:
-                        sig.append(ref_part(r))
-                    continue
-                v = a.value
-                stream.consts[a.id] = v if v is not None else self.realise(a)
-                if a.id not in stream.handles:
-                    stream.handles[a.id] = weakref.ref(a)
-                if sig is not None:
-                    tensor_part(a, stream, sig)
-            else:
-                ir.append(self._ir(a, stream, inputs))
-                if sig is not None:
-                    sig_part(a, stream, sig)
-        ir_args = tuple(ir)
-        out = FusionTensor(next(_ids), shape, dtype, stream)
-        stream.ops.append(OperationIr(op, ir_args, tuple(inputs), (out.ir,)))
-        stream.handles[out.id] = weakref.ref(out)
-        if sig is not None:
-            stream.rel[out.id] = len(stream.order)
-            stream.order.append(out.id)
-        if len(stream.ops) >= self.queue_limit:
-            stream.drain()
-        return out
+                        sig_part(a, stream, sig)
+            ir_args = tuple(ir)
+            out = FusionTensor(next(_ids), shape, dtype, stream)
+            stream.ops.append(OperationIr(op, ir_args, tuple(inputs), (out.ir,)))
+            stream.handles[out.id] = weakref.ref(out)
+            if sig is not None:
+                stream.rel[out.id] = len(stream.order)
+                stream.order.append(out.id)
+            if len(stream.ops) >= self.queue_limit:
+                stream.drain()
+            return out
 
     def _lazy_op(self, op: str, rule: Callable[..., Any]) -> Callable[..., FusionTensor]:
         register = self._register
