@@ -16,7 +16,6 @@ from typing import Any
 
 __all__ = ["FastDriver", "fast_driver"]
 
-_c_uint = ctypes.c_uint
 _c_void_p = ctypes.c_void_p
 
 
@@ -24,18 +23,13 @@ class FastDriver:
     """The driver's ``cuLaunchKernel``, ``cuMemcpyDtoHAsync_v2``, ``cuMemcpyHtoDAsync_v2`` and
     ``cuStreamSynchronize`` as ctypes functions returning the CUresult as an int."""
 
-    __slots__ = ("launch", "launch_p", "dtoh_async", "htod_async", "stream_sync")
+    __slots__ = ("launch_p", "dtoh_async", "htod_async", "stream_sync")
 
     def __init__(self, lib: Any) -> None:
-        f = lib.cuLaunchKernel
-        f.restype = ctypes.c_int
-        f.argtypes = [_c_void_p, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_uint, _c_void_p,
-                      _c_void_p, _c_void_p]
-        self.launch = f
-        # the same entry without argtypes, for the per-op path: ctypes then converts each
-        # argument by its own type, a third of the time for eleven (0.4 against 1.2 µs on
-        # the dev box). The caller passes the handles and the parameter block as prebuilt
-        # ``c_void_p`` objects and the grid and block sizes as ints below 2**31
+        # the launch without argtypes: ctypes then converts each argument by its own type, a
+        # third of the time for eleven (0.4 against 1.2 µs on the dev box). The caller passes
+        # the handles and the parameter block as prebuilt ``c_void_p`` objects and the grid and
+        # block sizes as ints below 2**31 (``CudaServer._launch_params``)
         f = lib["cuLaunchKernel"]
         f.restype = ctypes.c_int
         self.launch_p = f
