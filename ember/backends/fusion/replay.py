@@ -44,6 +44,13 @@ class DrainReplay:
         self.fused = sum(1 for name, _ in blocks if name != "unfused")
         self.unfused = sum(len(names) for name, names in blocks if name == "unfused")
 
+    def count(self, stats: Any) -> None:
+        """A drain run from this replay, in the Fusion backend's counters."""
+        stats.replays += 1
+        stats.fused_blocks += self.fused
+        stats.unfused_ops += self.unfused
+        stats.last_blocks = list(self.blocks)  # a list: a thread running blocks appends to it
+
 
 def replay_key(values: list[Any], consts: dict[int, Any]) -> tuple[Any, ...] | None:
     """What besides the plan a drain's launches depend on; None where no replay applies (an

@@ -141,10 +141,7 @@ class Stream:
         stats = self.owner.stats
         stats.drains += 1
         stats.plan_hits += 1
-        stats.replays += 1
-        stats.fused_blocks += rep.fused
-        stats.unfused_ops += rep.unfused
-        stats.last_blocks = list(rep.blocks)  # a list: a thread running blocks appends to it
+        rep.count(stats)
         env = consts
         failure: BaseException | None = None
         try:
@@ -253,11 +250,7 @@ class Stream:
             outs = rep.replay.run(self.owner.inner.client, list(env.values()))
             for (i, j), v in zip(rep.outputs, outs):
                 env[ops[i].outputs[j].id] = v
-            stats = self.owner.stats
-            stats.fused_blocks += rep.fused
-            stats.unfused_ops += rep.unfused
-            stats.replays += 1
-            stats.last_blocks = list(rep.blocks)  # a list: a thread running blocks appends to it
+            rep.count(self.owner.stats)
             return rep
         if rep is None:
             if len(replays) >= PER_PLAN:

@@ -187,6 +187,11 @@ def _plain(a: Any) -> bool:
         hasattr(a, "client") and hasattr(a, "_empty"))
 
 
+def _tensor(client: Any, bufs: list[Any], v: tuple[Any, ...]) -> CubeTensor:
+    """The tensor a slot view ``(slot, shape, strides, offset, dtype)`` names in a replay."""
+    return CubeTensor(client, bufs[v[0]], v[1], v[2], v[3], v[4])
+
+
 class _Const:
     """A call step's argument that holds no tensor: passed as it was."""
 
@@ -208,7 +213,7 @@ class _Views:
         self.views = views
 
     def get(self, client: Any, bufs: list[Any]) -> Any:
-        return tuple(CubeTensor(client, bufs[v[0]], v[1], v[2], v[3], v[4]) for v in self.views)
+        return tuple(_tensor(client, bufs, v) for v in self.views)
 
 
 class _Bundle:
@@ -221,7 +226,7 @@ class _Bundle:
         self.views = views
 
     def get(self, client: Any, bufs: list[Any]) -> Any:
-        return self.obj.with_tensors([CubeTensor(client, bufs[v[0]], v[1], v[2], v[3], v[4]) for v in self.views])
+        return self.obj.with_tensors([_tensor(client, bufs, v) for v in self.views])
 
 
 #: the first field of a call step (a launch step has its plan there)
@@ -312,13 +317,11 @@ class Replay:
             if plan is not None:
                 plan.replay(count, info, [bufs[s] for s in slots], offsets)
             else:  # a call step: ``count`` is the function, ``info`` its argument template
-                r = count(*[CubeTensor(client, bufs[a[0]], a[1], a[2], a[3], a[4]) if type(a) is tuple
-                            else a.get(client, bufs) for a in info])
+                r = count(*[_tensor(client, bufs, a) if type(a) is tuple else a.get(client, bufs) for a in info])
                 if slots is not None:
                     bufs[slots] = r.buffer
             for s in drop:
                 bufs[s] = None
         for s, nbytes in self.new:
             bufs[s] = empty(nbytes)
-        return [CubeTensor(client, bufs[s], shape, strides, offset, dtype)
-                for s, shape, strides, offset, dtype in self.outputs]
+        return [_tensor(client, bufs, v) for v in self.outputs]
