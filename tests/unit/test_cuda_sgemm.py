@@ -20,6 +20,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from ptxas_log import ptxas_log
 
 from ember import dtype as dt
 from ember.cube.runtime import cuda_sgemm as S
@@ -40,27 +41,10 @@ def nvrtc_or_skip():
 
 
 # --------------------------------------------------------------------------- NVRTC
-def _ptxas_log(source: str, arch: str = "sm_90") -> tuple[int, str]:
-    from cuda.bindings import nvrtc as n
-
-    from ember.cube.runtime.cuda_nvrtc import FLAGS
-
-    err, prog = n.nvrtcCreateProgram(source.encode(), b"sgemm.cu", 0, [], [])
-    try:
-        opts = [f"--gpu-architecture={arch}".encode(), *(f.encode() for f in FLAGS), b"--ptxas-options=-v"]
-        (res,) = n.nvrtcCompileProgram(prog, len(opts), opts)
-        _, size = n.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
-        n.nvrtcGetProgramLog(prog, log)
-        return int(res), log.rstrip(b"\0 ").decode(errors="replace")
-    finally:
-        n.nvrtcDestroyProgram(prog)
-
-
 @pytest.mark.parametrize("tiles", ALL_TILES, ids=lambda t: t.name)
 def test_every_tile_compiles_for_sm_90_without_spills(tiles):
     nvrtc_or_skip()
-    res, log = _ptxas_log(S.sgemm_source(tiles))
+    res, log = ptxas_log(S.sgemm_source(tiles), "sm_90", "sgemm.cu")
     assert res == 0, log
     assert "warning" not in log.lower(), log
     spills = [int(x) for x in re.findall(r"(\d+) bytes spill (?:stores|loads)", log)]

@@ -10,6 +10,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from ptxas_log import ptxas_log
 
 from ember import dtype as dt
 from ember.cube.runtime import cuda_wgmma as W
@@ -66,21 +67,9 @@ def test_tile_configs_fit_shared_memory():
 
 def _ptxas_report(source: str) -> str:
     """NVRTC's log with ptxas's resource report (registers, stack, spills) for sm_90a."""
-    from cuda.bindings import nvrtc as n
-
-    from ember.cube.runtime.cuda_nvrtc import FLAGS
-
-    err, prog = n.nvrtcCreateProgram(source.encode(), b"em_wgmma.cu", 0, [], [])
-    try:
-        opts = [f"--gpu-architecture={W.WGMMA_ARCH}".encode(), *(f.encode() for f in FLAGS), b"--ptxas-options=-v"]
-        (res,) = n.nvrtcCompileProgram(prog, len(opts), opts)
-        _, size = n.nvrtcGetProgramLogSize(prog)
-        log = b" " * size
-        n.nvrtcGetProgramLog(prog, log)
-        assert int(res) == 0, log.decode(errors="replace")
-        return log.decode(errors="replace")
-    finally:
-        n.nvrtcDestroyProgram(prog)
+    res, log = ptxas_log(source, W.WGMMA_ARCH, "em_wgmma.cu")
+    assert res == 0, log
+    return log
 
 
 @pytest.mark.parametrize("bn,stages", [(W.BN, W.STAGES_STAGED), (W.BN_NARROW, W.STAGES_NARROW_STAGED)])
