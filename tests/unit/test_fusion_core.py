@@ -7,17 +7,11 @@ import threading
 
 import numpy as np
 import pytest
+from replay_helpers import fusion_of
 
 import ember
 from ember import Device, tracing
-from ember.backends.fusion import READ_ONLY, READ_WRITE, Fusion
-
-
-def fusion_of(dev: Device) -> Fusion:
-    b = dev.backend().inner
-    while not isinstance(b, Fusion):
-        b = b.inner
-    return b
+from ember.backends.fusion import READ_ONLY, READ_WRITE
 
 
 @pytest.fixture

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from replay_helpers import devices, rand
+from replay_helpers import devices, fusion_of, rand, replaying
 
 import ember
 from ember import Device
-from ember.backends.fusion import Fusion
 from ember.backends.fusion.replay import NEVER, DrainReplay
 
 
@@ -21,17 +20,8 @@ def dev(request: pytest.FixtureRequest) -> Device:
     return Device.cpu() if request.param == "cpu" else Device.cuda()
 
 
-def fusion_of(dev: Device) -> Fusion:
-    b = dev.backend()
-    while not isinstance(b, Fusion):
-        b = b.inner
-    return b
-
-
 def test_round_trip_replays_with_fresh_values(dev: Device) -> None:
-    f = fusion_of(dev)
-    if not f.replayable:
-        pytest.skip("replays turned off (cube.replay)")
+    f = replaying(dev)
     rng = np.random.default_rng()
     before = f.stats.replays
     for _ in range(6):
@@ -133,9 +123,7 @@ def test_dead_ops_are_not_run(dev: Device) -> None:
 def test_a_drain_with_an_upload_is_never_replayed(dev: Device) -> None:
     """Index ops check their indices at the drain (a read back, perhaps an upload): such a
     drain runs normally every time and stays correct."""
-    f = fusion_of(dev)
-    if not f.replayable:
-        pytest.skip("replays turned off (cube.replay)")
+    f = replaying(dev)
     rng = np.random.default_rng()
     for _ in range(5):
         x = rand(rng, 10)
@@ -192,9 +180,7 @@ def test_tuned_calls_replay_on_new_tensors(dev: Device) -> None:
     """Drains whose ops go through the tuner (a matmul with its epilogue, a long-row sum, a
     large elementwise op) replay the winner's call on the new drain's tensors: a result the
     call allocates (the sum's) becomes a slot of the replay."""
-    f = fusion_of(dev)
-    if not f.replayable:
-        pytest.skip("replays turned off (cube.replay)")
+    f = replaying(dev)
     rng = np.random.default_rng()
     before = f.stats.replays
     for _ in range(5):
