@@ -336,10 +336,9 @@ class Tensor:
         if self.numel() != 1:
             raise ValueError(f"a tensor with {self.numel()} elements cannot be converted to a Python scalar")
         if tracing.active:
-            a = self.numpy()
-        else:  # one element: no read-only view to make (the numpy() contract), just its value
-            a = self._bk.into_data(self._p)
-        v = np.asarray(a).item()
+            v = np.asarray(self.numpy()).item()
+        else:  # one element: read as a scalar (no array, no read-only view)
+            v = self._bk.item(self._p)
         if self._dt.is_floating_point:
             return float(v)
         return v

@@ -25,6 +25,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from .. import dtype as dt
 from ..errors import AutodiffError
 
@@ -104,6 +106,11 @@ class Backend:
     def into_data(self, p: Any) -> Any:
         """The values of ``p`` as a numpy array of ``dtype.np`` (read-only, maybe shared)."""
         raise NotImplementedError
+
+    def item(self, p: Any) -> Any:
+        """The one element of ``p`` as a Python scalar (``Tensor.item``); a runtime with a
+        cheaper single-element read than a whole array overrides it."""
+        return np.asarray(self.into_data(p)).item()
 
     def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> Any:
         raise NotImplementedError

@@ -306,15 +306,18 @@ class _Plan:
         here = getattr(self.server, "preparing_here", None)
         return not (here is not None and here())
 
-    def replay(self, count: CubeCount, info: Any, bufs: list[Any], offsets: tuple[int, ...]) -> None:
+    def replay(self, count: CubeCount, info: Any, bufs: list[Any], slots: tuple[int, ...],
+               offsets: tuple[int, ...]) -> None:
         """A captured launch again (``runtime.capture``): its info block as packed then, its
-        buffers now, each read from the captured byte offset (same layouts, so no line
-        checks). Only runtimes whose clients are ``replayable`` (CPU, CUDA) get here."""
-        ptrs = [b.ptr + o for b, o in zip(bufs, offsets)]
+        buffer arguments ``bufs[slot]`` now, each read from the captured byte offset (same
+        layouts, so no line checks). Only runtimes whose clients are ``replayable`` (CPU,
+        CUDA) get here."""
         if self.generic:
-            self.server.launch_ptrs(self.compiled, ptrs, info, count)
+            self.server.launch_ptrs(self.compiled, [bufs[s].ptr + o for s, o in zip(slots, offsets)], info, count)
         else:
-            self.server.execute(self.fn, self.buf_type(*ptrs), info, count.x, count.y, count.z, bufs)
+            args = [bufs[s] for s in slots]
+            ptrs = [b.ptr + o for b, o in zip(args, offsets)]
+            self.server.execute(self.fn, self.buf_type(*ptrs), info, count.x, count.y, count.z, args)
 
 
 def _check_lines(t: CubeTensor, w: int) -> None:

@@ -189,9 +189,12 @@ def _client(fake: _FastFake, monkeypatch, staged: bool = False) -> CudaClient:
     c.server = _server(fake, monkeypatch)
     c._stage_lock = threading.Lock()
     c._stage = 0
+    c._stage_raw = None
+    c._stage_scalars = {}
     if staged:
         c._stage_mem = np.full(cuda._STAGE_BYTES, 0xAB, np.uint8)  # poisoned: stale bytes would show
         c._stage = c._stage_mem.ctypes.data
+        c._stage_raw = (ctypes.c_char * cuda._STAGE_BYTES).from_address(c._stage)
     return c
 
 
@@ -226,6 +229,30 @@ def test_read_copies_the_view_in_c_order(monkeypatch, dtype, shape, strides, off
     c.read(buf, dtype, shape, strides, offset)
     np.testing.assert_array_equal(got, snapshot)
     assert fake.syncs == (2 if got.size * itemsize else 0), "a read did not wait for the stream"
+
+
+@pytest.mark.parametrize("staged", [False, True])
+def test_read_scalar_reads_the_element_at_its_offset(monkeypatch, staged):
+    """``Tensor.item``'s read: each dtype at several offsets, each value the one at that byte
+    offset now (not one left in the staging block by an earlier read), after a stream wait."""
+    import ml_dtypes
+
+    fake = _FastFake(0, 0)
+    c = _client(fake, monkeypatch, staged)
+    rng = np.random.default_rng()
+    device = rng.integers(0, 255, 1024, dtype=np.uint8)
+    buf = types.SimpleNamespace(ptr=device.ctypes.data)
+    syncs = 0
+    for dtype in (np.float32, np.float64, np.int64, np.int32, np.int16, np.uint8, np.bool_, np.float16,
+                  ml_dtypes.bfloat16):
+        size = np.dtype(dtype).itemsize
+        for offset in (0, size, 7 * size, 64 * size):
+            device[:] = rng.integers(0, 2 if dtype is np.bool_ else 255, 1024, dtype=np.uint8)
+            got = c.read_scalar(buf, np.dtype(dtype), offset)
+            want = np.ndarray((), dtype, buffer=device, offset=offset).item()
+            syncs += 1
+            assert type(got) is type(want) and (got == want or (got != got and want != want)), (dtype, offset)
+            assert fake.syncs == syncs, "a scalar read did not wait for the stream"
 
 
 def _expected(device: np.ndarray, dtype, shape, strides, offset) -> np.ndarray:

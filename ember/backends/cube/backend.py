@@ -102,6 +102,12 @@ class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
         out.flags.writeable = False
         return out
 
+    def item(self, p: CubeTensor) -> Any:
+        if tracing.active:
+            with tracing.span("into_data", layer="cube"):
+                return self._into_data(p).item()
+        return self.client.read_scalar(p.buffer, p.dtype.np, p.offset * p.dtype.itemsize)
+
     def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> CubeTensor:
         out = self._empty(shape, dtype)
         n = math.prod(shape)

@@ -162,7 +162,11 @@ class Fusion(Backend):
                     if sig is not None:
                         tensor_part(a, stream, sig)
                 else:
-                    ir.append(self._ir(a, stream, inputs))
+                    ta = type(a)
+                    if ta is int or ta is bool or ta is float or a is None:
+                        ir.append(a)
+                    else:
+                        ir.append(self._ir(a, stream, inputs))
                     if sig is not None:
                         sig_part(a, stream, sig)
             ir_args = tuple(ir)
@@ -240,6 +244,12 @@ class Fusion(Backend):
             with tracing.span("into_data", layer="fusion"):
                 return self.inner.into_data(self.realise(p))
         return self.inner.into_data(self.realise(p))
+
+    def item(self, p: FusionTensor) -> Any:
+        if tracing.active:
+            with tracing.span("into_data", layer="fusion"):
+                return self.inner.item(self.realise(p))
+        return self.inner.item(self.realise(p))
 
     def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> FusionTensor:
         return self._register("full", (tuple(shape), value, dtype), tuple(shape), dtype)

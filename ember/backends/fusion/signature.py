@@ -61,6 +61,13 @@ def sig_part(a: Any, stream: Any, sig: list[Any]) -> None:
     elif ta is ft:
         tensor_part(a, stream, sig)
     elif ta is tuple or ta is list:
+        if ta is tuple:  # dims, a shape: ints only, the common case, is its own part
+            for x in a:
+                if type(x) is not int:
+                    break
+            else:
+                sig.append(("(", a))
+                return
         sub: list[Any] = []
         for x in a:
             if type(x) is ft and x.value is None and x.stream is stream:

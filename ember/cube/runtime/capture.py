@@ -28,6 +28,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+from ... import tracing
 from .tensor import CubeTensor
 
 __all__ = ["Capture", "Replay", "active", "alloc", "broken", "call", "launched"]
@@ -310,12 +311,13 @@ class Replay:
         bufs: list[Any] = [None] * self.n_slots
         for s, k in self.input_slots:
             bufs[s] = inputs[k].buffer
-        empty = client.empty
+        # straight from the pool unless a capture must see the reservations (or a trace)
+        empty = client.empty if active or tracing.active else client.pool._reserve
         for plan, count, info, slots, offsets, reserve, drop in self.steps:
             for s, nbytes in reserve:
                 bufs[s] = empty(nbytes)
             if plan is not None:
-                plan.replay(count, info, [bufs[s] for s in slots], offsets)
+                plan.replay(count, info, bufs, slots, offsets)
             else:  # a call step: ``count`` is the function, ``info`` its argument template
                 r = count(*[_tensor(client, bufs, a) if type(a) is tuple else a.get(client, bufs) for a in info])
                 if slots is not None:
@@ -323,5 +325,5 @@ class Replay:
             for s in drop:
                 bufs[s] = None
         for s, nbytes in self.new:
-            bufs[s] = empty(nbytes)
+            bufs[s] = client.empty(nbytes)
         return [_tensor(client, bufs, v) for v in self.outputs]

@@ -72,6 +72,13 @@ class ComputeClient:
         self.server.sync()
         return np.array(buf.view(dtype, shape, strides, byte_offset), copy=True, order="C")
 
+    def read_scalar(self, buf: Buffer, dtype: np.dtype, byte_offset: int = 0) -> Any:
+        """The element of ``dtype`` at ``byte_offset`` as a Python scalar."""
+        if capture.active:
+            capture.broken("a read back")
+        self.server.sync()
+        return buf.view(dtype, (), None, byte_offset).item()
+
     # ---------------------------------------------------------------- kernels
     def launch(self, kernel: Any, count: Any, dim: Any, *args: Any, **kwargs: Any) -> None:
         """Launch a ``@cube.kernel`` on this device (``kernel.launch(client, ...)``)."""

@@ -510,6 +510,10 @@ class WgpuClient:
             array, byte_offset = _narrow(array), byte_offset // 2
         self.server.write(buf, array, byte_offset)
 
+    def read_scalar(self, buf: Any, dtype: np.dtype, byte_offset: int = 0) -> Any:
+        """The element of ``dtype`` at ``byte_offset`` as a Python scalar."""
+        return self.read(buf, dtype, (), (), byte_offset).item()
+
     def read(
         self,
         buf: WgpuBuffer,
