@@ -8,6 +8,7 @@ a warm-up that compiles and plans), the clock stopped after a final synchronisat
   add, realised       ``(a + b)`` then a synchronisation: registration, drain, launch, sync
   (a+b).sum().item()  the realised tiny-op round trip (issue 7: <= 40 us on the H200)
   a[0].item()         a view and a one-element read
+  (a+b).numpy()       one tiny op realised and read back (torch: ``(a + b).cpu().numpy()``)
   cube backend add    the Cube backend's add on its own buffers (no dispatch, no Tensor)
   runtime 4-byte read the runtime's read of one float (copy back + stream sync); torch: .item()
                       of a 0-d tensor
@@ -95,6 +96,7 @@ def device_rows(d: Device, label: str, eager: bool, n: int) -> dict[str, float]:
     rows[f"add realised ({label})"] = per_call(lambda: (a + b, sync()), sync, n)
     rows[f"(a+b).sum().item() ({label})"] = per_call(lambda: (a + b).sum().item(), sync, n)
     rows[f"a[0].item() ({label})"] = per_call(lambda: a[0].item(), sync, n)
+    rows[f"(a+b).numpy() ({label})"] = per_call(lambda: (a + b).numpy(), sync, n)
     return rows
 
 
@@ -136,11 +138,13 @@ def torch_rows(kind: str, n: int) -> dict[str, float]:
     t_real = per_call(lambda: (a + b, sync()), sync, n)
     t_item = per_call(lambda: (a + b).sum().item(), sync, n)
     t_one = per_call(lambda: a[0].item(), sync, n)
+    t_np = per_call(lambda: (a + b).cpu().numpy(), sync, n)
     one = a.sum()
     t_read = per_call(lambda: one.item(), sync, n)
     return {"register add (fused)": t_add, "add (eager, no sync)": t_add, "add realised (eager)": t_real,
             "add realised (fused)": t_real, "(a+b).sum().item() (eager)": t_item,
             "(a+b).sum().item() (fused)": t_item, "a[0].item() (eager)": t_one, "a[0].item() (fused)": t_one,
+            "(a+b).numpy() (eager)": t_np, "(a+b).numpy() (fused)": t_np,
             "cube backend add (no sync)": t_add, "runtime 4-byte read": t_read}
 
 

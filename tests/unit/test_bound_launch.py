@@ -182,6 +182,41 @@ def test_blocks_from_two_threads_do_not_mix(monkeypatch):
     assert len(got) == 800 and got == sorted(expected)
 
 
+def test_a_raw_launch_goes_through_the_fast_driver(monkeypatch):
+    """Hand-written kernels (``launch_raw``): each launch hands the driver its own function's
+    handle, its grid and block as plain ints (a numpy int among them converted), its shared
+    memory size and a parameter block pointing at its own argument values."""
+    fake = _FastFake(2, 0)
+    s = _server(fake, monkeypatch)
+    s._raw_handles = {}
+    s.current = lambda: None
+
+    class _Fn:  # a CUfunction: its int() is the driver pointer
+        def __init__(self, h: int) -> None:
+            self.h = h
+
+        def __int__(self) -> int:
+            return self.h
+
+    handles, smems = [], []
+    record = fake.launch_p
+
+    def launch_p(fn, cx, cy, cz, bx, by, bz, smem, stream, params, extra):
+        handles.append(fn.value)
+        smems.append(smem)
+        return record(fn, cx, cy, cz, bx, by, bz, smem, stream, params, extra)
+
+    fake.launch_p = launch_p
+    f1, f2 = _Fn(0x1234), _Fn(0x5678)
+    s.launch_raw(f1, (np.int64(3), 2, 1), (128, 1, 1), [ctypes.c_uint64(11), ctypes.c_uint64(22)], 4096)
+    s.launch_raw(f2, (1, 1, 1), (32, 1, 1), [ctypes.c_uint64(33), ctypes.c_uint64(44)])
+    s.launch_raw(f1, (5, 1, 1), (128, 1, 1), [ctypes.c_uint64(55), ctypes.c_uint64(66)], 4096)
+    assert handles == [0x1234, 0x5678, 0x1234] and smems == [4096, 0, 4096]
+    assert [ln[0] for ln in fake.launches] == [(11, 22), (33, 44), (55, 66)]
+    assert [ln[2] for ln in fake.launches] == [(3, 2, 1), (1, 1, 1), (5, 1, 1)]
+    assert s.launches == 3
+
+
 # ---------------------------------------------------------------------------------------- reads
 def _client(fake: _FastFake, monkeypatch, staged: bool = False) -> CudaClient:
     """``staged``: small reads land in a (host) staging block first, as in pinned memory."""

@@ -236,6 +236,8 @@ class CudaServer(Preparing):
         self._events: list[Any] = []
         self._cubin_index: CubinIndex | None = None
         self._raw: dict[tuple[int, str, str | None], Any] = {}
+        #: id of a raw CUfunction -> (it, its handle as a ctypes pointer) (``launch_raw``)
+        self._raw_handles: dict[int, Any] = {}
         self._raw_modules: dict[int, Any] = {}
         #: ident of the thread inside ``preparing()``, else None
         self._preparer: int | None = None
@@ -436,7 +438,20 @@ class CudaServer(Preparing):
         if getattr(_current, "ctx", None) is not self.ctx:
             self.current()
         params = (ctypes.c_void_p * max(len(args), 1))(*[ctypes.addressof(a) for a in args])
-        (err,) = self.cu.cuLaunchKernel(fn, *grid, *block, smem, self.stream, ctypes.addressof(params), 0)
+        fast = self._fast
+        if fast is not None:
+            held = self._raw_handles.get(id(fn))
+            if held is None or held[0] is not fn:  # the entry holds fn: its id stays its own
+                held = self._raw_handles[id(fn)] = (fn, ctypes.c_void_p(handle(fn)))
+            hp = held[1]
+            (gx, gy, gz), (bx, by, bz) = grid, block
+            pp = ctypes.c_void_p(ctypes.addressof(params))
+            # ints as ctypes takes them without argtypes (a numpy int would be refused)
+            code = fast.launch_p(hp, int(gx), int(gy), int(gz), int(bx), int(by), int(bz), int(smem), self._stream_p,
+                                 pp, None)
+            err = self.cu.CUresult(code) if code else 0
+        else:
+            (err,) = self.cu.cuLaunchKernel(fn, *grid, *block, smem, self.stream, ctypes.addressof(params), 0)
         if int(err) != 0:
             raise CudaError(f"cuLaunchKernel(grid={grid}, block={block}) failed: {_err_text(err)}")
         self.launches += 1
