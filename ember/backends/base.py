@@ -109,7 +109,8 @@ class Backend:
 
     def item(self, p: Any) -> Any:
         """The one element of ``p`` as a Python scalar (``Tensor.item``); a runtime with a
-        cheaper single-element read than a whole array overrides it."""
+        cheaper single-element read than a whole array overrides it. Untraced: while tracing,
+        ``Tensor.item`` reads through ``numpy()``, whose ``into_data`` spans name every layer."""
         return np.asarray(self.into_data(p)).item()
 
     def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> Any:

@@ -18,7 +18,7 @@ from .base import CATALOG, Backend
 
 __all__ = ["Dispatch", "stack", "available", "backend_name"]
 
-_OWN = frozenset({"from_data", "into_data", "item", "name", "eager", "sync"})
+_OWN = frozenset({"from_data", "into_data", "name", "eager", "sync"})
 
 
 class Dispatch(Backend):
@@ -44,12 +44,6 @@ class Dispatch(Backend):
             with tracing.span("into_data", layer="dispatch"):
                 return self.inner.into_data(p)
         return self.inner.into_data(p)
-
-    def item(self, p: Any) -> Any:
-        if tracing.active:
-            with tracing.span("into_data", layer="dispatch"):
-                return self.inner.item(p)
-        return self.inner.item(p)
 
     def sync(self) -> None:
         self.inner.sync()

@@ -225,10 +225,7 @@ class Autodiff(Backend):
         return self.inner.into_data(p.inner)
 
     def item(self, p: ADTensor) -> Any:
-        if tracing.active:
-            with tracing.span("into_data", layer="autodiff"):
-                return self.inner.item(p.inner)
-        return self.inner.item(p.inner)
+        return self.inner.item(p.inner)  # untraced: see Dispatch.item
 
     def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> ADTensor:
         return ADTensor(self.inner.full(shape, value, dtype), None)

@@ -246,10 +246,7 @@ class Fusion(Backend):
         return self.inner.into_data(self.realise(p))
 
     def item(self, p: FusionTensor) -> Any:
-        if tracing.active:
-            with tracing.span("into_data", layer="fusion"):
-                return self.inner.item(self.realise(p))
-        return self.inner.item(self.realise(p))
+        return self.inner.item(self.realise(p))  # untraced: see Dispatch.item
 
     def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> FusionTensor:
         return self._register("full", (tuple(shape), value, dtype), tuple(shape), dtype)

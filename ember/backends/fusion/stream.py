@@ -138,21 +138,22 @@ class Stream:
     def _replay_fast(self, fast: tuple[Any, tuple[int, ...]], consts: dict[int, Any], handles: dict[int, Any],
                      order: list[int]) -> None:
         rep, out_rels = fast
-        stats = self.owner.stats
+        owner = self.owner
+        stats = owner.stats
         stats.drains += 1
         stats.plan_hits += 1
         rep.count(stats)
-        env = consts
-        failure: BaseException | None = None
         try:
-            outs = rep.replay.run(self.owner.inner.client, list(consts.values()))
-            for r, v in zip(out_rels, outs):
-                env[order[r]] = v
+            outs = rep.replay.run(owner.inner.client, list(consts.values()))
         except BaseException as e:
-            failure = e
+            _deliver(handles, consts, e)
             raise
-        finally:
-            _deliver(handles, env, failure)
+        # the replay returns every result a live handle wants (its capture kept exactly those)
+        for r, v in zip(out_rels, outs):
+            ref = handles[order[r]]
+            h = ref()
+            if h is not None:
+                h.value = v
 
     def _run(self, ops: list[OperationIr], consts: dict[int, Any], handles: dict[int, Any],
              dropped: set[int], fkey: Any = None, rel: dict[int, int] | None = None) -> None:
