@@ -64,11 +64,14 @@ def _norm_dims(dims: tuple[Any, ...] | None, ndim: int) -> tuple[int, ...]:
     return out
 
 
+_INTS = (int, np.integer)  # a tuple: ``int | np.integer`` builds a union object per call
+
+
 def norm_dims(dim: Any, ndim: int) -> tuple[int, ...]:
     """``None`` means every dim; an int or a sequence of ints otherwise (sorted, unique)."""
     if dim is None:
         return _norm_dims(None, ndim)
-    if isinstance(dim, int | np.integer):
+    if isinstance(dim, _INTS):
         return (norm_dim(dim, ndim),)
     return _norm_dims(tuple(dim), ndim)
 

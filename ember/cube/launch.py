@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -305,6 +306,19 @@ class _Plan:
             return False
         here = getattr(self.server, "preparing_here", None)
         return not (here is not None and here())
+
+    def replayer(self, count: CubeCount, info: Any) -> Callable[..., None]:
+        """A captured launch ready to run again: ``go(bufs, slots, offsets)`` does what ``replay``
+        does; a runtime may prepare it once (CUDA: its parameter block and driver arguments)."""
+        make = getattr(self.server, "replayer", None) if self.generic else None
+        go = make(self.compiled, info, count, self.n_bufs) if make is not None else None
+        if go is not None:
+            return go  # type: ignore[no-any-return]
+
+        def go_(bufs: list[Any], slots: tuple[int, ...], offsets: tuple[int, ...]) -> None:
+            self.replay(count, info, bufs, slots, offsets)
+
+        return go_
 
     def replay(self, count: CubeCount, info: Any, bufs: list[Any], slots: tuple[int, ...],
                offsets: tuple[int, ...]) -> None:

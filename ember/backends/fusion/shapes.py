@@ -47,10 +47,24 @@ def _compare_scalar(p: Any, s: Any) -> Out:
     return p.shape, dt.bool_
 
 
+#: (shape, dims, keepdim) -> reduced shape: a training step reduces the same few layouts again
+_REDUCED: dict[tuple[Any, ...], Shape] = {}
+
+
 def _reduced(shape: Shape, dims: tuple[int, ...], keepdim: bool) -> Shape:
-    if keepdim:
-        return tuple(1 if i in dims else n for i, n in enumerate(shape))
-    return tuple(n for i, n in enumerate(shape) if i not in dims)
+    if type(dims) is not tuple:
+        dims = tuple(dims)
+    key = (shape, dims, keepdim)
+    out = _REDUCED.get(key)
+    if out is None:
+        if keepdim:
+            out = tuple(1 if i in dims else n for i, n in enumerate(shape))
+        else:
+            out = tuple(n for i, n in enumerate(shape) if i not in dims)
+        if len(_REDUCED) >= 4096:
+            _REDUCED.clear()
+        _REDUCED[key] = out
+    return out
 
 
 def _reduce(p: Any, dims: tuple[int, ...], keepdim: bool) -> Out:

@@ -300,7 +300,7 @@ class Replay:
                 continue
             slots = tuple(v[0] for v in views)
             offsets = tuple(v[3] * v[4].itemsize for v in views)
-            steps_out.append((head, count, info, slots, offsets, reserve, drop))
+            steps_out.append((head.replayer(count, info), count, info, slots, offsets, reserve, drop))
         self.steps = tuple(steps_out)
         # outputs no step wrote (an empty result): reserved at the end
         self.new = tuple((s, allocs[s][1]) for s in sorted(out_slots) if allocs[s][0] == "new" and s not in first)
@@ -313,11 +313,11 @@ class Replay:
             bufs[s] = inputs[k].buffer
         # straight from the pool unless a capture must see the reservations (or a trace)
         empty = client.empty if active or tracing.active else client.pool._reserve
-        for plan, count, info, slots, offsets, reserve, drop in self.steps:
+        for go, count, info, slots, offsets, reserve, drop in self.steps:
             for s, nbytes in reserve:
                 bufs[s] = empty(nbytes)
-            if plan is not None:
-                plan.replay(count, info, bufs, slots, offsets)
+            if go is not None:
+                go(bufs, slots, offsets)
             else:  # a call step: ``count`` is the function, ``info`` its argument template
                 r = count(*[_tensor(client, bufs, a) if type(a) is tuple else a.get(client, bufs) for a in info])
                 if slots is not None:

@@ -491,6 +491,43 @@ class CudaServer(Preparing):
             )
         self.launches += 1
 
+    def replayer(self, k: CudaKernel, info: Any, count: Any, n: int) -> Callable[..., None] | None:
+        """One captured launch of ``k`` (``n`` buffers, ``info``, ``count``) prepared to run again:
+        ``go(bufs, slots, offsets)`` launches it over ``bufs[slot].ptr + offset`` per buffer,
+        with its own parameter block and driver arguments made once (None: not on the ctypes
+        path; ``launch_ptrs`` serves then)."""
+        cx, cy, cz = count.x, count.y, count.z
+        if self._fast is None or not k.handle or k.pending or not (cx and cy and cz):
+            return None
+        b = BoundArgs(n, k.has_info)
+        if k.has_info:
+            b.params[n] = ctypes.addressof(info)  # the closure holds info, so the address stays good
+        launch, hp, sp, pp = self._fast.launch_p, ctypes.c_void_p(k.handle), self._stream_p, b.params_p
+        bx, by, bz = k.block
+        ctx, lock = self.ctx, b.lock
+
+        def go(bufs: list[Any], slots: tuple[int, ...], offsets: tuple[int, ...]) -> None:
+            if getattr(_current, "ctx", None) is not ctx:
+                self.current()
+            ptrs = [bufs[s].ptr + o for s, o in zip(slots, offsets)]
+            if not lock.acquire(False):  # another thread is replaying this very launch
+                self.launch_ptrs(k, ptrs, info, count)
+                return
+            try:
+                b.ptrs[:n] = ptrs
+                err = launch(hp, cx, cy, cz, bx, by, bz, 0, sp, pp, None)
+            finally:
+                lock.release()
+            if err:
+                raise CudaError(
+                    f"cuLaunchKernel({k.entry}, grid=({cx}, {cy}, {cz}), block={k.block}) failed: "
+                    f"{_err_text(self.cu.CUresult(err))}"
+                )
+            self.launches += 1
+
+        go.block = b  # type: ignore[attr-defined]  # (its parameter block, for tests)
+        return go
+
     def _launch_params(self, k: CudaKernel, cx: int, cy: int, cz: int, b: BoundArgs) -> Any:
         """cuLaunchKernel of ``k`` with the parameter block ``b``; the CUresult."""
         bx, by, bz = k.block
