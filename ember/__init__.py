@@ -10,7 +10,6 @@ from typing import Any
 
 from . import errors, tracing
 from .backends.autodiff.mode import enable_grad, is_grad_enabled, no_grad
-from .backends.fusion.inspect import inspect_fusion
 from .creation import *  # noqa: F403
 from .creation import __all__ as _creation_all
 from .device import Device, DeviceKind
@@ -68,11 +67,16 @@ def __getattr__(name: str) -> Any:
         mod = importlib.import_module(".cube", __name__)
         globals()["cube"] = mod
         return mod
+    if name == "inspect_fusion":  # the Fusion layer (and dataclasses) load with the first device
+        from .backends.fusion.inspect import inspect_fusion
+
+        globals()["inspect_fusion"] = inspect_fusion
+        return inspect_fusion
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
 
 
 __all__ = [
-    "Tensor", "Device", "DeviceKind", "DType", "errors", "tracing", "profile", "backend_name", "sync", "inspect_fusion",
+    "Tensor", "Device", "DeviceKind", "DType", "errors", "tracing", "profile", "backend_name", "sync", "inspect_fusion",  # noqa: F405 (__getattr__)
     "from_dlpack", "set_float32_matmul_precision", "get_float32_matmul_precision",
     "no_grad", "enable_grad", "is_grad_enabled", "float32", "float16", "bfloat16", "float64", "int32",
     "int64", "uint8", "bool", "get_default_dtype", "set_default_dtype", "promote_types",

@@ -18,13 +18,11 @@ shows the layers a call crossed (field ``layer`` says which).
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["SpanRecord", "capture", "span", "profile", "active", "current_parents"]
@@ -38,15 +36,28 @@ _local = threading.local()
 _t0 = time.perf_counter_ns()
 
 
-@dataclass(slots=True)
 class SpanRecord:
-    name: str
-    thread: str
-    parents: tuple[str, ...]
-    fields: dict[str, Any] = field(default_factory=dict)
-    start: float = 0.0  # seconds since ember was imported
-    duration: float = 0.0  # seconds
-    tid: int = 0
+    """One finished span: ``start`` in seconds since ember was imported, ``duration`` in
+    seconds. (A plain class: ``dataclasses`` would add milliseconds to ``import ember``.)"""
+
+    __slots__ = ("name", "thread", "parents", "fields", "start", "duration", "tid")
+
+    def __init__(self, name: str, thread: str, parents: tuple[str, ...], fields: dict[str, Any] | None = None,
+                 start: float = 0.0, duration: float = 0.0, tid: int = 0) -> None:
+        self.name = name
+        self.thread = thread
+        self.parents = parents
+        self.fields = {} if fields is None else fields
+        self.start = start
+        self.duration = duration
+        self.tid = tid
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not SpanRecord:
+            return NotImplemented
+        return all(getattr(self, k) == getattr(other, k) for k in SpanRecord.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
     def __repr__(self) -> str:
         chain = " > ".join(self.parents + (self.name,))
@@ -151,4 +162,6 @@ def profile(path: str | os.PathLike[str] = "ember-trace.json") -> Iterator[list[
         events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
                        "args": {"name": tname}})
     with open(path, "w") as f:
+        import json
+
         json.dump({"traceEvents": events, "displayTimeUnit": "ns"}, f)

@@ -16,10 +16,22 @@ def _run(code: str) -> str:
 def test_import_loads_no_runtime_compiler_or_ml_dtypes():
     code = (
         "import sys, ember\n"
-        "heavy = [m for m in sys.modules if m.startswith(('ember.cube', 'ml_dtypes', 'ember.backends.cube'))]\n"
+        "heavy = [m for m in sys.modules if m.startswith(('ember.cube', 'ml_dtypes', 'ember.backends.cube',"
+        " 'ember.backends.fusion'))]\n"
         "print(heavy)"
     )
     assert _run(code) == "[]"
+
+
+def test_inspect_fusion_loads_with_its_first_use():
+    code = (
+        "import sys, ember\n"
+        "before = 'ember.backends.fusion.inspect' in sys.modules\n"
+        "from ember import inspect_fusion\n"
+        "from ember.backends.fusion.inspect import inspect_fusion as real\n"
+        "print(before, inspect_fusion is real is ember.inspect_fusion, 'inspect_fusion' in ember.__all__)"
+    )
+    assert _run(code) == "False True True"
 
 
 def test_bfloat16_resolves_its_numpy_dtype_on_first_use():

@@ -24,7 +24,6 @@ data creation) are not differentiable: their results are untracked. Rounding ops
 
 from __future__ import annotations
 
-import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -37,6 +36,17 @@ __all__ = ["Rule", "RULES"]
 Shape = tuple[int, ...]
 
 
+def _positional_names(fn: Callable[..., Any]) -> list[str]:
+    """The positional-or-keyword parameter names of ``fn``, from its code object where it has one
+    (``inspect.signature`` over every rule costs milliseconds of ``import ember``)."""
+    code = getattr(fn, "__code__", None)
+    if code is not None and not hasattr(fn, "__wrapped__"):
+        return list(code.co_varnames[code.co_posonlyargcount:code.co_argcount])
+    import inspect
+
+    return [n for n, p in inspect.signature(fn).parameters.items() if p.kind is p.POSITIONAL_OR_KEYWORD]
+
+
 class Rule:
     """A backward rule: what it reads (``saves``, and ``reads`` for a partial rule) and
     ``backward``; see the module docstring for the calling convention."""
@@ -44,8 +54,7 @@ class Rule:
     __slots__ = ("backward", "saves", "saves_out", "reads", "recompute")
 
     def __init__(self, saves: str, backward: Callable[..., Any], reads: dict[str, str] | None = None) -> None:
-        params = [n for n, p in inspect.signature(backward).parameters.items()
-                  if p.kind is p.POSITIONAL_OR_KEYWORD][3:]  # after (B, g, out)
+        params = _positional_names(backward)[3:]  # after (B, g, out)
 
         def positions(spec: str) -> frozenset[int]:
             unknown = [n for n in spec.split() if n != "out" and n not in params]
