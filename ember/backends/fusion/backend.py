@@ -24,12 +24,15 @@ from ... import tracing
 from ..base import Backend
 from .ir import OperationIr, TensorIr
 from .shapes import RULES
-from .signature import ref_part, sig_part, tensor_part
+from .signature import REF_PARTS, ref_part, sig_part, tensor_part
 from .stream import Block, FusionStats, Plan, Stream
 
 __all__ = ["Fusion", "FusionTensor"]
 
 _ids = itertools.count(1)
+_N_REFS = len(REF_PARTS)
+#: a bool argument's signature part (``signature.sig_part``'s encoding)
+_BOOL_PARTS = {False: ("b", False), True: ("b", True)}
 
 
 class FusionTensor:
@@ -139,21 +142,24 @@ class Fusion(Backend):
             sig = stream.sig
             if sig is not None:
                 sig.append(op)
+            # the common argument kinds are encoded inline (``signature``'s parts, without the calls)
             for a in args:
-                if type(a) is FusionTensor:
+                ta = type(a)
+                if ta is FusionTensor:
                     t = a.ir
                     inputs.append(t)
                     ir.append(t)
                     if a.value is None and a.stream is stream:
                         # queued on this stream (a chain's usual input)
                         if sig is not None:
-                            sig.append(ref_part(stream.rel[a.id]))
+                            r = stream.rel[a.id]
+                            sig.append(REF_PARTS[r] if r < _N_REFS else ref_part(r))
                         continue
                     # realised (one queued on another thread was realised above)
                     r = stream.rel.get(a.id)
                     if r is not None:  # read before in this queue: its value and handle are in
                         if sig is not None:
-                            sig.append(ref_part(r))
+                            sig.append(REF_PARTS[r] if r < _N_REFS else ref_part(r))
                         continue
                     v = a.value
                     stream.consts[a.id] = v if v is not None else self.realise(a)
@@ -161,12 +167,19 @@ class Fusion(Backend):
                         stream.handles[a.id] = weakref.ref(a)
                     if sig is not None:
                         tensor_part(a, stream, sig)
+                elif ta is int or a is None:  # a dim, a size, an absent argument
+                    ir.append(a)
+                    if sig is not None:
+                        sig.append(a)
+                elif ta is bool:  # keepdim and other flags
+                    ir.append(a)
+                    if sig is not None:
+                        sig.append(_BOOL_PARTS[a])
                 else:
-                    ta = type(a)
-                    if ta is int or ta is bool or ta is float or a is None:
-                        ir.append(a)
-                    else:
+                    if (ta is tuple or ta is list) and a and type(a[0]) is FusionTensor:
                         ir.append(self._ir(a, stream, inputs))
+                    else:
+                        ir.append(a)
                     if sig is not None:
                         sig_part(a, stream, sig)
             ir_args = tuple(ir)

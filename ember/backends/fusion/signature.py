@@ -22,9 +22,9 @@ from typing import Any
 
 from ... import dtype as dt
 
-__all__ = ["ref_part", "sig_part", "tensor_part"]
+__all__ = ["REF_PARTS", "ref_part", "sig_part", "tensor_part"]
 
-_REFS = [("t", r) for r in range(1024)]
+REF_PARTS = [("t", r) for r in range(1024)]
 #: backend.FusionTensor and cube's CubeTensor, set on first use (backend imports this module;
 #: the cube package stays unimported until a cube device is used)
 _tensor_type: Any = None
@@ -42,7 +42,7 @@ def _fusion_tensor() -> Any:
 
 def ref_part(r: int) -> tuple[str, int]:
     """The part of a reference to relative index ``r``."""
-    return _REFS[r] if r < 1024 else ("t", r)
+    return REF_PARTS[r] if r < 1024 else ("t", r)
 
 
 def sig_part(a: Any, stream: Any, sig: list[Any]) -> None:
