@@ -188,3 +188,58 @@ def test_reads_from_another_thread_while_the_owner_registers(where: str) -> None
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+@pytest.mark.parametrize("where", ["cpu", "lazy_flex"])
+def test_views_of_realised_tensors_are_taken_at_once(where: str) -> None:
+    """permute, expand, positive-step slices and reshapes of contiguous values of a realised
+    tensor are views on the inner backend: taken at registration (no queued op, no drain), with
+    the values numpy gives. A copying layout op (a negative step, a reshape of a transposed
+    value on the cube backend) and a view of a queued tensor stay queued."""
+    dev = Device.cpu() if where == "cpu" else Device.lazy_flex()
+    f = fusion_of(dev)
+    rng = np.random.default_rng()
+    x = rng.standard_normal((6, 8)).astype(np.float32)
+    w = ember.tensor(x, device=dev)
+    w.numpy()  # realised
+    queued = len(f.stream().ops)
+    drains = f.stats.drains
+    at_once = {
+        "permute": (w.T, x.T),
+        "slice": (w[1:5, ::2], x[1:5, ::2]),
+        "expand": (w[None].expand(3, 6, 8), np.broadcast_to(x[None], (3, 6, 8))),
+        "index": (w[2], x[2]),
+        "reshape": (w.reshape(4, 12), x.reshape(4, 12)),
+    }
+    assert len(f.stream().ops) == queued, "a view of a realised tensor was queued"
+    for name, (got, want) in at_once.items():
+        assert got._p.value is not None, name
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=name)
+    assert f.stats.drains == drains, "a view of a realised tensor drained"
+    lazy = {
+        "view of a queued tensor": ((w + 1.0).T, (x + 1.0).T),
+        "reshape of a transposed value": (w.T.reshape(48), x.T.reshape(48)),
+    }
+    if where == "cpu":  # numpy takes negative steps as views: a queued copy on the cube backend only
+        lazy["negative step"] = (w[::-1], x[::-1])
+    for name, (got, _) in lazy.items():
+        assert got._p.value is None, name  # (before any read: a read drains them all)
+    for name, (got, want) in lazy.items():
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, err_msg=name)
+
+
+def test_a_view_keeps_its_buffer_from_a_later_in_place_write() -> None:
+    """A view taken at once shares the realised tensor's buffer. When that tensor's handle is
+    gone, a queued op reading it last must not write its result into the shared buffer (the
+    cube backend donates a buffer only when nothing else holds it)."""
+    dev = Device.cpu()
+    rng = np.random.default_rng()
+    x = rng.standard_normal(4096).astype(np.float32)
+    w = ember.tensor(x, device=dev)
+    w.numpy()
+    v = w[0:4000]  # (w[0:4096] would be w itself)
+    assert v._p is not w._p and v._p.value is not None
+    y = (w * 2.0).exp()
+    del w
+    np.testing.assert_allclose(y.numpy(), np.exp(x.astype(np.float64) * 2), rtol=1e-5)
+    np.testing.assert_array_equal(v.numpy(), x[:4000])

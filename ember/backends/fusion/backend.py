@@ -35,6 +35,25 @@ _N_REFS = len(REF_PARTS)
 _BOOL_PARTS = {False: ("b", False), True: ("b", True)}
 
 
+#: layout ops (``_view_op``)
+_VIEWS = frozenset({"permute", "expand", "slice", "reshape"})
+
+
+def _is_view(op: str, value: Any, args: tuple[Any, ...]) -> bool:
+    """Whether ``op`` on a realised inner ``value`` makes a view, not a copy: permute and expand
+    always do; a slice with positive steps; a reshape of a C-contiguous value (a cube tensor's
+    ``is_contiguous()``, a numpy array's flags)."""
+    if op == "slice":
+        return all(s.step is None or s.step > 0 for s in args[1])
+    if op == "reshape":
+        contiguous = getattr(value, "is_contiguous", None)
+        if contiguous is not None:
+            return bool(contiguous())
+        flags = getattr(value, "flags", None)
+        return flags is not None and bool(flags.c_contiguous)
+    return True
+
+
 class FusionTensor:
     """A lazy handle: shape and dtype now, ``value`` (the inner primitive) after a drain."""
 
@@ -92,7 +111,7 @@ class Fusion(Backend):
         self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
         self._streams_lock = threading.Lock()
         for op, rule in RULES.items():
-            method = self._lazy_op(op, rule)
+            method = self._view_op(op, rule) if op in _VIEWS else self._lazy_op(op, rule)
             method.__name__ = method.__qualname__ = op
             setattr(self, op, method)
 
@@ -198,6 +217,24 @@ class Fusion(Backend):
 
         def method(*args: Any) -> FusionTensor:
             shape, dtype = rule(*args)
+            return register(op, args, shape, dtype)
+
+        return method
+
+    def _view_op(self, op: str, rule: Callable[..., Any]) -> Callable[..., FusionTensor]:
+        """A layout op: of a realised tensor, taken at once on the inner backend when it is a view
+        there (nothing to compute, so nothing to fuse: queued, it would cost a registration and
+        a block of its own at the drain); otherwise queued like any op."""
+        register = self._register
+        inner = self.inner
+
+        def method(*args: Any) -> FusionTensor:
+            shape, dtype = rule(*args)
+            p = args[0]
+            if type(p) is FusionTensor:
+                v = p.value
+                if v is not None and _is_view(op, v, args):
+                    return FusionTensor(next(_ids), shape, dtype, None, getattr(inner, op)(v, *args[1:]))
             return register(op, args, shape, dtype)
 
         return method
