@@ -486,9 +486,7 @@ class CudaServer(Preparing):
                 own.params[n] = ctypes.addressof(info)
             err = self._launch_params(k, cx, cy, cz, own)
         if int(err) != 0:
-            raise CudaError(
-                f"cuLaunchKernel({k.entry}, grid=({cx}, {cy}, {cz}), block={k.block}) failed: {_err_text(err)}"
-            )
+            _launch_failed(k, cx, cy, cz, err)
         self.launches += 1
 
     def replayer(self, k: CudaKernel, info: Any, count: Any, n: int) -> Callable[..., None] | None:
@@ -519,10 +517,7 @@ class CudaServer(Preparing):
             finally:
                 lock.release()
             if err:
-                raise CudaError(
-                    f"cuLaunchKernel({k.entry}, grid=({cx}, {cy}, {cz}), block={k.block}) failed: "
-                    f"{_err_text(self.cu.CUresult(err))}"
-                )
+                _launch_failed(k, cx, cy, cz, self.cu.CUresult(err))
             self.launches += 1
 
         go.block = b  # type: ignore[attr-defined]  # (its parameter block, for tests)
@@ -557,6 +552,12 @@ class CudaServer(Preparing):
             return _ok(self.cu.cuEventCreate(self.cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
 
 
+def _launch_failed(k: CudaKernel, cx: int, cy: int, cz: int, err: Any) -> None:
+    raise CudaError(f"cuLaunchKernel({k.entry}, grid=({cx}, {cy}, {cz}), block={k.block}) failed: {_err_text(err)}")
+
+
+#: what ``CudaClient._staged`` returns when the staging block took no part
+_MISSED = object()
 #: reads up to this size go through the pinned staging block
 _STAGE_BYTES = 1 << 16
 
@@ -680,16 +681,13 @@ class CudaClient:
             for d in shape:
                 n *= d
             nbytes = n * dtype.itemsize
-            if 0 < nbytes <= _STAGE_BYTES and self._stage and self.server._fast is not None:
-                if self._stage_lock.acquire(False):
-                    try:
-                        s = self.server
-                        if getattr(_current, "ctx", None) is not s.ctx:
-                            s.current()
-                        _dtoh_wait(s, s._fast, self._stage, buf.ptr + byte_offset, nbytes)
-                        return np.frombuffer(self._stage_raw, dtype, n).reshape(shape).copy()
-                    finally:
-                        self._stage_lock.release()
+            if nbytes:
+                def take() -> np.ndarray:
+                    return np.frombuffer(self._stage_raw, dtype, n).reshape(shape).copy()
+
+                got = self._staged(buf.ptr + byte_offset, nbytes, take)
+                if got is not _MISSED:
+                    return got
             out = np.empty(shape, dtype)
             if out.nbytes:
                 self._copy_to_host(out.ctypes.data, buf.ptr + byte_offset, out.nbytes)
@@ -710,23 +708,37 @@ class CudaClient:
         copied into the pinned staging block and read from there, no array made."""
         if capture.active:
             capture.broken("a read back")
+        got = self._staged(buf.ptr + byte_offset, np.dtype(dtype).itemsize, lambda: self._stage_scalar(dtype).item())
+        if got is not _MISSED:
+            return got
+        return self.read(buf, dtype, (), (), byte_offset).item()
+
+    def _stage_scalar(self, dtype: Any) -> np.ndarray:
+        """A 0-d array of ``dtype`` over the staging block's first bytes (made once per dtype)."""
+        view = self._stage_scalars.get(dtype)
+        if view is None:
+            view = self._stage_scalars[dtype] = np.ndarray((), dtype, buffer=self._stage_raw)
+        return view
+
+    def _staged(self, src: int, nbytes: int, take: Callable[[], Any]) -> Any:
+        """``nbytes`` from device address ``src`` copied into the pinned staging block, waited
+        for, and ``take()`` of the block, all under the block's lock; ``_MISSED`` where the
+        block is busy (another reader), refused, turned off or too small, or there is no
+        ctypes driver (the caller reads another way)."""
         s = self.server
         fast = s._fast
-        if fast is not None and self._stage_lock.acquire(False):
-            try:
-                view = self._stage_scalars.get(dtype)
-                if view is None:
-                    stage = self._stage if self._stage is not None else self._make_stage()
-                    if stage:
-                        view = self._stage_scalars[dtype] = np.ndarray((), dtype, buffer=self._stage_raw)
-                if view is not None:
-                    if getattr(_current, "ctx", None) is not s.ctx:
-                        s.current()
-                    _dtoh_wait(s, fast, self._stage, buf.ptr + byte_offset, view.itemsize)
-                    return view.item()
-            finally:
-                self._stage_lock.release()
-        return self.read(buf, dtype, (), (), byte_offset).item()
+        if fast is None or nbytes > _STAGE_BYTES or not self._stage_lock.acquire(False):
+            return _MISSED
+        try:
+            stage = self._stage if self._stage is not None else self._make_stage()
+            if not stage:
+                return _MISSED
+            if getattr(_current, "ctx", None) is not s.ctx:
+                s.current()
+            _dtoh_wait(s, fast, stage, src, nbytes)
+            return take()
+        finally:
+            self._stage_lock.release()
 
     def _make_stage(self) -> int:
         """The pinned staging block of small reads (0 where pinned memory is refused or turned
@@ -744,22 +756,13 @@ class CudaClient:
     def _copy_to_host(self, dst: int, src: int, nbytes: int) -> None:
         """``nbytes`` from device address ``src`` to host address ``dst``, ordered after the
         stream's launches; returns once they are there (a kernel's failure surfaces here)."""
+        if self._staged(src, nbytes, lambda: ctypes.memmove(dst, self._stage, nbytes)) is not _MISSED:
+            return
         s = self.server
         if getattr(_current, "ctx", None) is not s.ctx:
             s.current()
         fast = s._fast
         if fast is not None:
-            if nbytes <= _STAGE_BYTES and self._stage_lock.acquire(False):
-                try:
-                    stage = self._stage
-                    if stage is None:
-                        stage = self._make_stage()
-                    if stage:
-                        _dtoh_wait(s, fast, stage, src, nbytes)
-                        ctypes.memmove(dst, stage, nbytes)
-                        return
-                finally:
-                    self._stage_lock.release()
             _dtoh_wait(s, fast, dst, src, nbytes)
             return
         _ok(s.cu.cuMemcpyDtoHAsync(dst, src, nbytes, s.stream), "cuMemcpyDtoHAsync")
