@@ -244,7 +244,10 @@ def test_a_long_row_without_a_power_of_two_factor_is_not_claimed(rng: np.random.
     with ember.inspect_fusion(DEV) as rec:
         out = (x * 0.5).sum().numpy()
     assert "reduce_prologue" not in [b.fuser for b in rec.blocks], rec
-    np.testing.assert_allclose(out, (a.astype(np.float64) * 0.5).sum(), rtol=1e-5)
+    # the terms of a normal sample cancel: a float32 sum's error scales with the sum of the
+    # magnitudes, not with the (small) total (measured over 300 seeds: at most 2.3e-9 of it)
+    terms = a.astype(np.float64) * 0.5
+    np.testing.assert_allclose(out, terms.sum(), rtol=1e-5, atol=1e-7 * np.abs(terms).sum())
 
 
 @pytest.mark.parametrize("op", ["sum", "amax", "amin"])
