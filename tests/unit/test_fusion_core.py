@@ -12,6 +12,7 @@ from replay_helpers import fusion_of
 import ember
 from ember import Device, tracing
 from ember.backends.fusion import READ_ONLY, READ_WRITE
+from ember.backends.fusion import stream as stream_module
 
 
 @pytest.fixture
@@ -53,17 +54,23 @@ def test_identical_steps_search_once(dev: Device) -> None:
     assert f.stats.plan_hits - hits == 99
 
 
-def test_last_use_is_read_write_only_for_dropped_tensors(dev: Device) -> None:
-    f = fusion_of(dev)
+def test_last_use_is_read_write_only_for_dropped_tensors(dev: Device, monkeypatch) -> None:
+    made: list[list] = []  # the IR the drain makes of its records (it marks their statuses)
+
+    def operations(records):
+        made.append(real(records))
+        return made[-1]
+
+    real = stream_module.operations
+    monkeypatch.setattr(stream_module, "operations", operations)
     x = ember.randn(16, device=dev)
     x.numpy()
     y = x * 2.0
     z = y + 1.0  # y still alive: read-only
     w = z * 3.0
     del z  # dropped before the drain: w's read of z is its last use
-    stream = f.stream()
-    ops = list(stream.ops)
     w.numpy()
+    (ops,) = made
     status = {o.op: o.status for o in ops}
     assert status["add_scalar"] == (READ_ONLY,)
     assert status["mul_scalar"] in ((READ_ONLY,), (READ_WRITE,))
@@ -146,7 +153,10 @@ def test_structural_ints_are_part_of_the_plan_key(where: str) -> None:
         assert got.shape == ((5, 1) if keepdim else (5,))
         np.testing.assert_allclose(got, ref.sum(1, keepdims=keepdim), rtol=1e-5)
     for scale in (2.0, -3.0):  # float scalars stay runtime values of one plan
-        np.testing.assert_allclose((a * scale).sum(1).numpy(), (x.astype(np.float64) * scale).sum(1), rtol=1e-5)
+        terms = x.astype(np.float64) * scale
+        # the terms cancel: float32 rounding is bounded by their magnitudes, not by the total
+        np.testing.assert_allclose((a * scale).sum(1).numpy(), terms.sum(1), rtol=1e-5,
+                                   atol=1e-6 * np.abs(terms).sum(1).max())
 
 
 @pytest.mark.parametrize("where", ["cpu", "lazy_flex"])

@@ -30,6 +30,7 @@ from .stream import Block, FusionStats, Plan, Stream
 __all__ = ["Fusion", "FusionTensor"]
 
 _ids = itertools.count(1)
+_new = object.__new__
 _N_REFS = len(REF_PARTS)
 #: a bool argument's signature part (``signature.sig_part``'s encoding)
 _BOOL_PARTS = {False: ("b", False), True: ("b", True)}
@@ -125,20 +126,21 @@ class Fusion(Backend):
                 self._streams.add(s)
         return s
 
-    def _ir(self, a: Any, stream: Stream, inputs: list[TensorIr]) -> Any:
-        """The IR of one catalog argument, recording tensor inputs."""
-        if type(a) is FusionTensor:
-            if a.value is not None or a.stream is not stream:
-                # realised, or queued on another thread (realise drains that stream first)
-                stream.consts[a.id] = self.realise(a)
-                if a.id not in stream.handles:
-                    stream.handles[a.id] = weakref.ref(a)
-            t = a.ir
-            inputs.append(t)
-            return t
-        if (type(a) is tuple or type(a) is list) and a and type(a[0]) is FusionTensor:
-            return type(a)(self._ir(x, stream, inputs) for x in a)
-        return a
+    def _ir(self, a: Any, stream: Stream) -> Any:
+        """The IR of a tuple or list of tensors among an op's arguments (realised ones become
+        the stream's constants)."""
+        out = []
+        for x in a:
+            if type(x) is not FusionTensor:
+                out.append(x)
+                continue
+            if x.value is not None or x.stream is not stream:
+                # realised, or queued on another thread (``_register`` realised it first)
+                stream.consts[x.id] = self.realise(x)
+                if x.id not in stream.handles:
+                    stream.handles[x.id] = weakref.ref(x)
+            out.append(x.ir)
+        return type(a)(out)
 
     def _register(self, op: str, args: tuple[Any, ...], shape: tuple[int, ...], dtype: dt.DType) -> FusionTensor:
         stream = getattr(self._local, "stream", None) or self.stream()
@@ -156,7 +158,6 @@ class Fusion(Backend):
         # under the stream's lock: a drain from another thread (reading a tensor queued here)
         # takes the queue whole, never half of this op's records
         with stream.lock:
-            inputs: list[TensorIr] = []
             ir = []
             sig = stream.sig
             if sig is not None:
@@ -165,9 +166,7 @@ class Fusion(Backend):
             for a in args:
                 ta = type(a)
                 if ta is FusionTensor:
-                    t = a.ir
-                    inputs.append(t)
-                    ir.append(t)
+                    ir.append(a.ir)
                     if a.value is None and a.stream is stream:
                         # queued on this stream (a chain's usual input)
                         if sig is not None:
@@ -196,18 +195,31 @@ class Fusion(Backend):
                         sig.append(_BOOL_PARTS[a])
                 else:
                     if (ta is tuple or ta is list) and a and type(a[0]) is FusionTensor:
-                        ir.append(self._ir(a, stream, inputs))
+                        ir.append(self._ir(a, stream))
                     else:
                         ir.append(a)
                     if sig is not None:
                         sig_part(a, stream, sig)
-            ir_args = tuple(ir)
-            out = FusionTensor(next(_ids), shape, dtype, stream)
-            stream.ops.append(OperationIr(op, ir_args, tuple(inputs), (out.ir,)))
-            stream.handles[out.id] = weakref.ref(out)
+            # the handle and its IR made inline: two constructor calls fewer on every op
+            i = next(_ids)
+            t = _new(TensorIr)
+            t.id = i
+            t.shape = shape
+            t.dtype = dtype
+            out = _new(FusionTensor)
+            out.id = i
+            out.shape = shape
+            out.dtype = dtype
+            out.stream = stream
+            out.value = None
+            out.error = None
+            out.ir = t
+            # the op's record; the drain makes its OperationIr only when it has no fast replay
+            stream.ops.append((op, tuple(ir), t))
+            stream.handles[i] = weakref.ref(out)
             if sig is not None:
-                stream.rel[out.id] = len(stream.order)
-                stream.order.append(out.id)
+                stream.rel[i] = len(stream.order)
+                stream.order.append(i)
             if len(stream.ops) >= self.queue_limit:
                 stream.drain()
             return out

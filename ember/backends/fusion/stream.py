@@ -89,7 +89,8 @@ class Stream:
     def __init__(self, owner: Any, thread_name: str) -> None:
         self.owner = owner
         self.thread_name = thread_name
-        self.ops: list[OperationIr] = []
+        #: the queued ops' records ``(op, args, output)`` (``operations`` makes their IR)
+        self.ops: list[tuple[str, tuple[Any, ...], TensorIr]] = []
         #: values of realised tensors the queued ops read (kept until the drain)
         self.consts: dict[int, Any] = {}
         #: handles of queued results, to receive their value after the drain
@@ -109,7 +110,7 @@ class Stream:
         with self.lock:
             if not self.ops:
                 return
-            ops, self.ops = self.ops, []
+            records, self.ops = self.ops, []
             consts, self.consts = self.consts, {}
             handles, self.handles = self.handles, {}
             dropped, self.dropped = self.dropped, set()
@@ -120,11 +121,11 @@ class Stream:
             self.bufs = {}
             self.sig = [] if owner.replayable else None
             if tracing.active:
-                with tracing.span("drain", layer="fusion", ops=len(ops), stage=owner.stage, channel="inline"):
-                    self._run(ops, consts, handles, dropped)
+                with tracing.span("drain", layer="fusion", ops=len(records), stage=owner.stage, channel="inline"):
+                    self._run(records, consts, handles, dropped)
                 return
             fkey = None
-            if sig is not None and not owner.recorders and len(order) >= len(ops):
+            if sig is not None and not owner.recorders and len(order) >= len(records):
                 dead = _dead(rel, handles, dropped)
                 if dead is not None:
                     # the signature and the dead handles: the fast replay's key (``signature``)
@@ -133,7 +134,7 @@ class Stream:
                     if fast is not None:
                         self._replay_fast(fast, consts, handles, order)
                         return
-            self._run(ops, consts, handles, dropped, fkey, rel)
+            self._run(records, consts, handles, dropped, fkey, rel)
 
     def _replay_fast(self, fast: tuple[Any, tuple[int, ...]], consts: dict[int, Any], handles: dict[int, Any],
                      order: list[int]) -> None:
@@ -155,8 +156,9 @@ class Stream:
             if h is not None:
                 h.value = v
 
-    def _run(self, ops: list[OperationIr], consts: dict[int, Any], handles: dict[int, Any],
-             dropped: set[int], fkey: Any = None, rel: dict[int, int] | None = None) -> None:
+    def _run(self, records: list[tuple[str, tuple[Any, ...], TensorIr]], consts: dict[int, Any],
+             handles: dict[int, Any], dropped: set[int], fkey: Any = None, rel: dict[int, int] | None = None) -> None:
+        ops = operations(records)
         owner = self.owner
         stats = owner.stats
         stats.drains += 1
@@ -304,6 +306,22 @@ class Stream:
             e.add_note(f"ember: raised while executing the queued block [{names}] of a fusion stream")
             raise
         stats.last_blocks.append((getattr(block.fuser, "name", "unfused"), [o.op for o in block_ops]))
+
+
+def operations(records: list[tuple[str, tuple[Any, ...], TensorIr]]) -> list[OperationIr]:
+    """The IR of queued records: each op's inputs are the tensors among its arguments, in
+    order (a tuple of tensors contributes its elements)."""
+    ops = []
+    for op, args, out in records:
+        inputs = []
+        for a in args:
+            ta = type(a)
+            if ta is TensorIr:
+                inputs.append(a)
+            elif (ta is tuple or ta is list) and a and type(a[0]) is TensorIr:
+                inputs.extend(x for x in a if type(x) is TensorIr)
+        ops.append(OperationIr(op, args, tuple(inputs), (out,)))
+    return ops
 
 
 def _mark_last_uses(ops: list[OperationIr], handles: dict[int, Any], dropped: set[int],
