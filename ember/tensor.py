@@ -84,7 +84,11 @@ def _binary(op: str, rule: int, rop: str | None = None) -> Any:
             if b._bk is bk and b._dt is d and rule == _ARITH and d is not dt.bool_:
                 if pa.shape != pb.shape:
                     S.broadcast(pa.shape, pb.shape)
-                return _make(getattr(bk, op)(pa, pb), bk, d)
+                t = _new(Tensor)  # ``_make`` inline: this is every tensor-tensor op's path
+                t._p = getattr(bk, op)(pa, pb)
+                t._bk = bk
+                t._dt = d
+                return t
             return _tensor_tensor(op, rule, a, b)
         if isinstance(b, _SCALARS) or isinstance(b, np.generic):
             return _tensor_scalar(op, scalar_op, rule, a, _pyscalar(b), False)
@@ -333,7 +337,7 @@ class Tensor:
         return a.tolist()
 
     def item(self) -> Any:
-        if self.numel() != 1:
+        if self._p.shape and self.numel() != 1:  # a 0-d tensor has one element
             raise ValueError(f"a tensor with {self.numel()} elements cannot be converted to a Python scalar")
         if tracing.active:
             v = np.asarray(self.numpy()).item()
@@ -680,14 +684,18 @@ class Tensor:
 
     # ------------------------------------------------------------------ reductions
     def _reduce(self, op: str, dim: Any, keepdim: bool, d: dt.DType | None = None) -> Tensor:
-        dims = S.norm_dims(dim, self.ndim)
         p, bk = self._p, self._bk
+        dims = S.norm_dims(dim, len(p.shape))
         d = d or self._dt
         if d is not self._dt:
             p = bk.cast(p, d)
         if not dims:  # 0-d tensor: reducing nothing
             return _make(p, bk, d)
-        return _make(getattr(bk, op)(p, dims, keepdim), bk, d)
+        t = _new(Tensor)
+        t._p = getattr(bk, op)(p, dims, keepdim)
+        t._bk = bk
+        t._dt = d
+        return t
 
     def sum(self, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
         d = dt.as_dtype(dtype) if dtype is not None else (

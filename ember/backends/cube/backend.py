@@ -104,7 +104,8 @@ class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
 
     def item(self, p: CubeTensor) -> Any:
         # untraced: see Dispatch.item
-        return self.client.read_scalar(p.buffer, p.dtype.np, p.offset * p.dtype.itemsize)
+        d = p.dtype
+        return self.client.read_scalar(p.buffer, d._np or d.np, p.offset * d.itemsize)
 
     def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> CubeTensor:
         out = self._empty(shape, dtype)

@@ -67,10 +67,18 @@ class FusionTensor:
         self.dtype = dtype
         self.stream = stream
         self.value = value
-        #: its IR (id, shape, dtype: immutable, so every op reading it shares one)
-        self.ir = TensorIr(id, shape, dtype)
+        #: its IR (id, shape, dtype: immutable, so every op reading it shares one); made when
+        #: an op first reads it (``input_ir``): most realised tensors are never queued
+        self.ir: TensorIr | None = None
         #: the exception of a failed drain that should have produced this value
         self.error: BaseException | None = None
+
+    def input_ir(self) -> TensorIr:
+        """Its IR, made on first use."""
+        t = self.ir
+        if t is None:
+            t = self.ir = TensorIr(self.id, self.shape, self.dtype)
+        return t
 
     def __del__(self) -> None:
         # a queued result dropped before its drain: its last use is in the queue, so the
@@ -139,7 +147,7 @@ class Fusion(Backend):
                 stream.consts[x.id] = self.realise(x)
                 if x.id not in stream.handles:
                     stream.handles[x.id] = weakref.ref(x)
-            out.append(x.ir)
+            out.append(x.ir or x.input_ir())
         return type(a)(out)
 
     def _register(self, op: str, args: tuple[Any, ...], shape: tuple[int, ...], dtype: dt.DType) -> FusionTensor:
@@ -166,7 +174,7 @@ class Fusion(Backend):
             for a in args:
                 ta = type(a)
                 if ta is FusionTensor:
-                    ir.append(a.ir)
+                    ir.append(a.ir or a.input_ir())
                     if a.value is None and a.stream is stream:
                         # queued on this stream (a chain's usual input)
                         if sig is not None:
@@ -241,12 +249,15 @@ class Fusion(Backend):
         inner = self.inner
 
         def method(*args: Any) -> FusionTensor:
-            shape, dtype = rule(*args)
             p = args[0]
             if type(p) is FusionTensor:
                 v = p.value
                 if v is not None and _is_view(op, v, args):
-                    return FusionTensor(next(_ids), shape, dtype, None, getattr(inner, op)(v, *args[1:]))
+                    # the inner op checks the arguments and gives the shape (no rule: a layout
+                    # op keeps the dtype)
+                    out = getattr(inner, op)(v, *args[1:])
+                    return FusionTensor(next(_ids), tuple(out.shape), p.dtype, None, out)
+            shape, dtype = rule(*args)
             return register(op, args, shape, dtype)
 
         return method

@@ -17,7 +17,8 @@ import threading
 import weakref
 from typing import Any
 
-from ... import precision, tracing
+from ... import tracing
+from ...precision import _precision
 from .indices import INDEX_OPS, checked_args
 from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
 from .replay import NEVER, PER_PLAN, SEEN, DrainReplay, capture_drain, replay_key
@@ -129,7 +130,7 @@ class Stream:
                 dead = _dead(rel, handles, dropped)
                 if dead is not None:
                     # the signature and the dead handles: the fast replay's key (``signature``)
-                    fkey = (tuple(sig), dead, precision.get_float32_matmul_precision())
+                    fkey = (tuple(sig), dead, _precision[0])  # ``get_float32_matmul_precision()``
                     fast = owner.fast_replays.get(fkey)
                     if fast is not None:
                         self._replay_fast(fast, consts, handles, order)

@@ -31,6 +31,8 @@ from typing import Any
 from ... import tracing
 from .tensor import CubeTensor
 
+_new = object.__new__
+
 __all__ = ["Capture", "Replay", "active", "alloc", "broken", "call", "launched"]
 
 #: captures open on any thread (the hooks' first, cheapest test; changed under ``_count_lock``,
@@ -189,8 +191,16 @@ def _plain(a: Any) -> bool:
 
 
 def _tensor(client: Any, bufs: list[Any], v: tuple[Any, ...]) -> CubeTensor:
-    """The tensor a slot view ``(slot, shape, strides, offset, dtype)`` names in a replay."""
-    return CubeTensor(client, bufs[v[0]], v[1], v[2], v[3], v[4])
+    """The tensor a slot view ``(slot, shape, strides, offset, dtype)`` names in a replay
+    (made without the constructor call: every replay makes its results here)."""
+    t = _new(CubeTensor)
+    t.client = client
+    t.buffer = bufs[v[0]]
+    t.shape = v[1]
+    t.strides = v[2]
+    t.offset = v[3]
+    t.dtype = v[4]
+    return t
 
 
 class _Const:

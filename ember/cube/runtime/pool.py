@@ -98,7 +98,8 @@ class BlockPool:
         return self._reserve(nbytes)
 
     def _reserve(self, nbytes: int) -> Any:
-        cap = size_class(max(nbytes, self.min_bytes))
+        n = nbytes if nbytes >= self.min_bytes else self.min_bytes
+        cap = ALIGN if n <= ALIGN else size_class(n)
         self.reservations += 1
         lst = self._free.get(cap)
         block = None
