@@ -80,13 +80,6 @@ class FusionTensor:
             t = self.ir = TensorIr(self.id, self.shape, self.dtype)
         return t
 
-    def __del__(self) -> None:
-        # a queued result dropped before its drain: its last use is in the queue, so the
-        # kernel that reads it last may write in place (set.add is atomic under the GIL)
-        s = self.stream
-        if s is not None and self.value is None:
-            s.dropped.add(self.id)
-
     def __repr__(self) -> str:
         state = "realised" if self.value is not None else "queued"
         return f"FusionTensor(t{self.id}, {list(self.shape)}, {self.dtype.name}, {state})"

@@ -96,8 +96,6 @@ class Stream:
         self.consts: dict[int, Any] = {}
         #: handles of queued results, to receive their value after the drain
         self.handles: dict[int, weakref.ref[Any]] = {}
-        #: ids whose Python handle was dropped while queued (their last use is in the queue)
-        self.dropped: set[int] = set()
         self.lock = threading.RLock()
         #: the queue's signature (``signature``; None: not kept, or not encodable)
         self.sig: list[Any] | None = [] if owner.replayable else None
@@ -114,7 +112,6 @@ class Stream:
             records, self.ops = self.ops, []
             consts, self.consts = self.consts, {}
             handles, self.handles = self.handles, {}
-            dropped, self.dropped = self.dropped, set()
             owner = self.owner
             sig = self.sig
             rel, self.rel = self.rel, {}
@@ -123,11 +120,11 @@ class Stream:
             self.sig = [] if owner.replayable else None
             if tracing.active:
                 with tracing.span("drain", layer="fusion", ops=len(records), stage=owner.stage, channel="inline"):
-                    self._run(records, consts, handles, dropped)
+                    self._run(records, consts, handles)
                 return
             fkey = None
             if sig is not None and not owner.recorders and len(order) >= len(records):
-                dead = _dead(rel, handles, dropped)
+                dead = _dead(rel, handles)
                 if dead is not None:
                     # the signature and the dead handles: the fast replay's key (``signature``)
                     fkey = (tuple(sig), dead, _precision[0])  # ``get_float32_matmul_precision()``
@@ -135,7 +132,7 @@ class Stream:
                     if fast is not None:
                         self._replay_fast(fast, consts, handles, order)
                         return
-            self._run(records, consts, handles, dropped, fkey, rel)
+            self._run(records, consts, handles, fkey, rel)
 
     def _replay_fast(self, fast: tuple[Any, tuple[int, ...]], consts: dict[int, Any], handles: dict[int, Any],
                      order: list[int]) -> None:
@@ -158,12 +155,12 @@ class Stream:
                 h.value = v
 
     def _run(self, records: list[tuple[str, tuple[Any, ...], TensorIr]], consts: dict[int, Any],
-             handles: dict[int, Any], dropped: set[int], fkey: Any = None, rel: dict[int, int] | None = None) -> None:
+             handles: dict[int, Any], fkey: Any = None, rel: dict[int, int] | None = None) -> None:
         ops = operations(records)
         owner = self.owner
         stats = owner.stats
         stats.drains += 1
-        _mark_last_uses(ops, handles, dropped, consts)
+        _mark_last_uses(ops, handles)
         values: list[Any] = []
         key = relative_key(ops, values)
         plan = owner.plans.get(key)
@@ -325,10 +322,10 @@ def operations(records: list[tuple[str, tuple[Any, ...], TensorIr]]) -> list[Ope
     return ops
 
 
-def _mark_last_uses(ops: list[OperationIr], handles: dict[int, Any], dropped: set[int],
-                    consts: dict[int, Any]) -> None:
+def _mark_last_uses(ops: list[OperationIr], handles: dict[int, Any]) -> None:
     """READ_WRITE for an input read for the last time in the queue whose handle is gone;
-    ``live`` for an output whose handle still exists."""
+    ``live`` for an output whose handle still exists. Every queued result and every realised
+    input has a weak reference in ``handles``: a dead one is a dropped handle."""
     seen_later: set[int] = set()
     for o in reversed(ops):
         ins = o.inputs
@@ -337,11 +334,8 @@ def _mark_last_uses(ops: list[OperationIr], handles: dict[int, Any], dropped: se
             tid = t.id
             last = False
             if tid not in seen_later:
-                if tid in dropped:
-                    last = True
-                else:
-                    ref = handles.get(tid)
-                    last = ref is not None and ref() is None
+                ref = handles.get(tid)
+                last = ref is not None and ref() is None
             # an input read twice by this op is not free for writing either
             if last and len(ins) > 1 and sum(1 for u in ins if u.id == tid) > 1:
                 last = False
@@ -356,7 +350,7 @@ def _mark_last_uses(ops: list[OperationIr], handles: dict[int, Any], dropped: se
         o.live = tuple(live)
 
 
-def _dead(rel: dict[int, int], handles: dict[int, Any], dropped: set[int]) -> tuple[int, ...] | None:
+def _dead(rel: dict[int, int], handles: dict[int, Any]) -> tuple[int, ...] | None:
     """Relative indices of the queue's tensors whose handles are gone (None: one without a
     handle, a state the signature does not describe; the drain takes the ordinary path)."""
     dead = []
@@ -364,7 +358,7 @@ def _dead(rel: dict[int, int], handles: dict[int, Any], dropped: set[int]) -> tu
         ref = handles.get(tid)
         if ref is None:
             return None
-        if tid in dropped or ref() is None:
+        if ref() is None:
             dead.append(r)
     return tuple(dead)
 
