@@ -307,15 +307,17 @@ class _Plan:
         here = getattr(self.server, "preparing_here", None)
         return not (here is not None and here())
 
-    def replayer(self, count: CubeCount, info: Any) -> Callable[..., None]:
-        """A captured launch ready to run again: ``go(bufs, slots, offsets)`` does what ``replay``
-        does; a runtime may prepare it once (CUDA: its parameter block and driver arguments)."""
+    def replayer(self, count: CubeCount, info: Any, slots: tuple[int, ...],
+                 offsets: tuple[int, ...]) -> Callable[[list[Any]], None]:
+        """A captured launch ready to run again: ``go(bufs)`` does what ``replay`` does with
+        these slots and offsets; a runtime may prepare it once (CUDA: its parameter block and
+        driver arguments)."""
         make = getattr(self.server, "replayer", None) if self.generic else None
-        go = make(self.compiled, info, count, self.n_bufs) if make is not None else None
+        go = make(self.compiled, info, count, slots, offsets) if make is not None else None
         if go is not None:
             return go  # type: ignore[no-any-return]
 
-        def go_(bufs: list[Any], slots: tuple[int, ...], offsets: tuple[int, ...]) -> None:
+        def go_(bufs: list[Any]) -> None:
             self.replay(count, info, bufs, slots, offsets)
 
         return go_

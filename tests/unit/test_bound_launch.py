@@ -183,41 +183,43 @@ def test_blocks_from_two_threads_do_not_mix(monkeypatch):
 
 
 def test_a_replayer_launches_its_step_over_the_buffers_of_each_call(monkeypatch):
-    """A captured launch made ready once (``CudaServer.replayer``): each call launches over
-    ``bufs[slot].ptr + offset`` of that call's buffers with the captured info words; a call
-    while its block is busy (another thread) takes the shared path with the same arguments;
-    a failed launch raises and leaves the block free."""
+    """A captured launch made ready once (``CudaServer.replayer``, its slots and byte offsets
+    bound): each call launches over ``bufs[slot].ptr + offset`` of that call's buffers with the
+    captured info words; a call while its block is busy (another thread) takes the shared path
+    with the same arguments; a failed launch raises and leaves the block free."""
     fake = _FastFake(3, 1)
     s = _server(fake, monkeypatch)
     k = _kernel(True)
     count = types.SimpleNamespace(x=4, y=2, z=1)
     info = _info(77)
-    go = s.replayer(k, info, count, 3)
-    assert go is not None
     rng = np.random.default_rng()
+    slots = tuple(int(x) for x in rng.permutation(4)[:3])
+    offsets = tuple(int(x) for x in rng.integers(0, 16, 3) * 4)
+    go = s.replayer(k, info, count, slots, offsets)
+    assert go is not None
     want = []
     for _ in range(5):
         arrays = [np.empty(64, np.uint8) for _ in range(4)]
         bufs = [types.SimpleNamespace(ptr=a.ctypes.data) for a in arrays]
-        slots = tuple(int(x) for x in rng.permutation(4)[:3])
-        offsets = tuple(int(x) for x in rng.integers(0, 16, 3) * 4)
-        go(bufs, slots, offsets)
+        go(bufs)
         want.append((tuple(bufs[sl].ptr + o for sl, o in zip(slots, offsets)), (77,), (4, 2, 1)))
     assert fake.launches == want and s.launches == 5
+    go = s.replayer(k, info, count, (2, 1, 0), (0, 4, 8))
     lock = go.block.lock
     arrays = [np.empty(64, np.uint8) for _ in range(3)]
     bufs = [types.SimpleNamespace(ptr=a.ctypes.data) for a in arrays]
     assert lock.acquire(False)
     try:
-        go(bufs, (2, 1, 0), (0, 4, 8))
+        go(bufs)
     finally:
         lock.release()
     assert fake.launches[-1] == ((bufs[2].ptr, bufs[1].ptr + 4, bufs[0].ptr + 8), (77,), (4, 2, 1))
     fake.fail = 700
     with pytest.raises(CudaError, match="error 700"):
-        go(bufs, (0, 1, 2), (0, 0, 0))
+        go(bufs)
     assert not lock.locked() and s.launches == 6
-    assert s.replayer(k, info, types.SimpleNamespace(x=0, y=1, z=1), 3) is None, "an empty grid launches nothing"
+    empty = types.SimpleNamespace(x=0, y=1, z=1)
+    assert s.replayer(k, info, empty, (0, 1, 2), (0, 0, 0)) is None, "an empty grid launches nothing"
 
 
 def test_a_raw_launch_goes_through_the_fast_driver(monkeypatch):

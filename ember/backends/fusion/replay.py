@@ -49,7 +49,7 @@ class DrainReplay:
         stats.replays += 1
         stats.fused_blocks += self.fused
         stats.unfused_ops += self.unfused
-        stats.last_blocks = list(self.blocks)  # a list: a thread running blocks appends to it
+        stats.last_blocks = self.blocks
 
 
 def replay_key(values: list[Any], consts: dict[int, Any]) -> tuple[Any, ...] | None:

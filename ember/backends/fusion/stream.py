@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Sequence
 from typing import Any
 
 from ... import tracing
@@ -73,7 +74,7 @@ class FusionStats:
         self.fused_blocks = 0
         self.unfused_ops = 0
         #: (fuser name or "unfused", [op names]) of the last drain, in execution order
-        self.last_blocks: list[tuple[str, list[str]]] = []
+        self.last_blocks: Sequence[tuple[str, list[str]]] = []
 
 
 def _map_args(a: Any, env: dict[int, Any]) -> Any:
@@ -106,7 +107,11 @@ class Stream:
         self.bufs: dict[int, int] = {}
 
     def drain(self) -> None:
-        with self.lock:
+        # always under the lock, even to find the queue empty: a drain on another thread may
+        # have taken the queue and still be computing the value the caller wants
+        lock = self.lock
+        lock.acquire()
+        try:
             if not self.ops:
                 return
             records, self.ops = self.ops, []
@@ -133,6 +138,8 @@ class Stream:
                         self._replay_fast(fast, consts, handles, order)
                         return
             self._run(records, consts, handles, fkey, rel)
+        finally:
+            lock.release()
 
     def _replay_fast(self, fast: tuple[Any, tuple[int, ...]], consts: dict[int, Any], handles: dict[int, Any],
                      order: list[int]) -> None:
@@ -226,12 +233,15 @@ class Stream:
                                        " ".join(names))
         return plan
 
-    def _execute(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any]) -> None:
+    def _execute(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any]) -> list[tuple[str, list[str]]]:
+        """Run the plan block by block; returns the blocks run (also the stats' ``last_blocks``:
+        this drain's own list, which a drain on another thread may replace meanwhile)."""
         inner = self.owner.inner
         stats = self.owner.stats
-        stats.last_blocks = []
+        stats.last_blocks = ran = []
         for block in plan.blocks:
-            self._run_block(block, ops[block.start:block.stop], inner, env, stats)
+            self._run_block(block, ops[block.start:block.stop], inner, env, stats, ran)
+        return ran
 
     def _execute_or_replay(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any], values: list[Any],
                            replays: dict[Any, Any]) -> DrainReplay | None:
@@ -264,7 +274,7 @@ class Stream:
             return None
         cap = capture_drain(env)
         with cap:
-            self._execute(plan, ops, env)
+            ran = self._execute(plan, ops, env)
         where = tuple((i, j) for i, o in enumerate(ops) for j, live in enumerate(o.live) if live)
         r = cap.replay([env[ops[i].outputs[j].id] for i, j in where])
         from ...environment import log
@@ -278,12 +288,12 @@ class Stream:
         if r is None:
             replays[rkey] = NEVER
             return None
-        rep = replays[rkey] = DrainReplay(r, where, self.owner.stats.last_blocks)
+        rep = replays[rkey] = DrainReplay(r, where, ran)
         return rep
 
     @staticmethod
     def _run_block(block: Block, block_ops: list[OperationIr], inner: Any, env: dict[int, Any],
-                   stats: FusionStats) -> None:
+                   stats: FusionStats, ran: list[tuple[str, list[str]]]) -> None:
         try:
             if block.fuser is not None:
                 stats.fused_blocks += 1
@@ -303,7 +313,7 @@ class Stream:
             names = ", ".join(o.op for o in block_ops)
             e.add_note(f"ember: raised while executing the queued block [{names}] of a fusion stream")
             raise
-        stats.last_blocks.append((getattr(block.fuser, "name", "unfused"), [o.op for o in block_ops]))
+        ran.append((getattr(block.fuser, "name", "unfused"), [o.op for o in block_ops]))
 
 
 def operations(records: list[tuple[str, tuple[Any, ...], TensorIr]]) -> list[OperationIr]:

@@ -298,19 +298,20 @@ class Replay:
                 last[s] = i
         # per step: slots to reserve before it, slots to drop after it (never an input's or
         # an output's); a reserved buffer no step names is not reserved at all. A launch step
-        # keeps per buffer argument its slot and byte offset; a call step its function, its
-        # argument template and the slot of its result (or None)
+        # is its replayer (the plan's, bound to each buffer argument's slot and byte offset);
+        # a call step keeps its function, its argument template and the slot of its result
+        # (or None)
         steps_out = []
         for i, (head, count, info, views) in enumerate(steps):
             named = sorted(set(named_by[i]))
             reserve = tuple((s, allocs[s][1]) for s in named if allocs[s][0] == "new" and first[s] == i)
             drop = tuple(s for s in named if allocs[s][0] != "in" and last[s] == i and s not in out_slots)
             if head is _CALL:
-                steps_out.append((None, count, views, None if info is None else info[0], (), reserve, drop))
+                steps_out.append((None, count, views, None if info is None else info[0], reserve, drop))
                 continue
             slots = tuple(v[0] for v in views)
             offsets = tuple(v[3] * v[4].itemsize for v in views)
-            steps_out.append((head.replayer(count, info), count, info, slots, offsets, reserve, drop))
+            steps_out.append((head.replayer(count, info, slots, offsets), None, None, None, reserve, drop))
         self.steps = tuple(steps_out)
         # outputs no step wrote (an empty result): reserved at the end
         self.new = tuple((s, allocs[s][1]) for s in sorted(out_slots) if allocs[s][0] == "new" and s not in first)
@@ -323,11 +324,11 @@ class Replay:
             bufs[s] = inputs[k].buffer
         # straight from the pool unless a capture must see the reservations (or a trace)
         empty = client.empty if active or tracing.active else client.pool._reserve
-        for go, count, info, slots, offsets, reserve, drop in self.steps:
+        for go, count, info, slots, reserve, drop in self.steps:
             for s, nbytes in reserve:
                 bufs[s] = empty(nbytes)
             if go is not None:
-                go(bufs, slots, offsets)
+                go(bufs)
             else:  # a call step: ``count`` is the function, ``info`` its argument template
                 r = count(*[_tensor(client, bufs, a) if type(a) is tuple else a.get(client, bufs) for a in info])
                 if slots is not None:

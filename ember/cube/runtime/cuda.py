@@ -489,14 +489,17 @@ class CudaServer(Preparing):
             _launch_failed(k, cx, cy, cz, err)
         self.launches += 1
 
-    def replayer(self, k: CudaKernel, info: Any, count: Any, n: int) -> Callable[..., None] | None:
-        """One captured launch of ``k`` (``n`` buffers, ``info``, ``count``) prepared to run again:
-        ``go(bufs, slots, offsets)`` launches it over ``bufs[slot].ptr + offset`` per buffer,
-        with its own parameter block and driver arguments made once (None: not on the ctypes
-        path; ``launch_ptrs`` serves then)."""
+    def replayer(self, k: CudaKernel, info: Any, count: Any, slots: tuple[int, ...],
+                 offsets: tuple[int, ...]) -> Callable[[list[Any]], None] | None:
+        """One captured launch of ``k`` (``info``, ``count``) prepared to run again: ``go(bufs)``
+        launches it over ``bufs[slot].ptr + offset`` per buffer argument, with its own parameter
+        block and driver arguments made once (None: not on the ctypes path; ``launch_ptrs``
+        serves then)."""
         cx, cy, cz = count.x, count.y, count.z
         if self._fast is None or not k.handle or k.pending or not (cx and cy and cz):
             return None
+        n = len(slots)
+        pairs = tuple(zip(slots, offsets))
         b = BoundArgs(n, k.has_info)
         if k.has_info:
             b.params[n] = ctypes.addressof(info)  # the closure holds info, so the address stays good
@@ -504,10 +507,10 @@ class CudaServer(Preparing):
         bx, by, bz = k.block
         ctx, lock = self.ctx, b.lock
 
-        def go(bufs: list[Any], slots: tuple[int, ...], offsets: tuple[int, ...]) -> None:
+        def go(bufs: list[Any]) -> None:
             if getattr(_current, "ctx", None) is not ctx:
                 self.current()
-            ptrs = [bufs[s].ptr + o for s, o in zip(slots, offsets)]
+            ptrs = [bufs[s].ptr + o for s, o in pairs]
             if not lock.acquire(False):  # another thread is replaying this very launch
                 self.launch_ptrs(k, ptrs, info, count)
                 return
@@ -682,10 +685,7 @@ class CudaClient:
                 n *= d
             nbytes = n * dtype.itemsize
             if nbytes:
-                def take() -> np.ndarray:
-                    return np.frombuffer(self._stage_raw, dtype, n).reshape(shape).copy()
-
-                got = self._staged(buf.ptr + byte_offset, nbytes, take)
+                got = self._staged(buf.ptr + byte_offset, nbytes, self._stage_array, (dtype, n, shape))
                 if got is not _MISSED:
                     return got
             out = np.empty(shape, dtype)
@@ -708,21 +708,32 @@ class CudaClient:
         copied into the pinned staging block and read from there, no array made."""
         if capture.active:
             capture.broken("a read back")
-        got = self._staged(buf.ptr + byte_offset, np.dtype(dtype).itemsize, lambda: self._stage_scalar(dtype).item())
+        got = self._staged(buf.ptr + byte_offset, dtype.itemsize, self._stage_scalar, dtype)
         if got is not _MISSED:
             return got
         return self.read(buf, dtype, (), (), byte_offset).item()
 
-    def _stage_scalar(self, dtype: Any) -> np.ndarray:
-        """A 0-d array of ``dtype`` over the staging block's first bytes (made once per dtype)."""
+    def _stage_scalar(self, dtype: np.dtype) -> Any:
+        """The staging block's first element of ``dtype``, as a Python scalar (through a 0-d
+        array over the block, made once per dtype)."""
         view = self._stage_scalars.get(dtype)
         if view is None:
             view = self._stage_scalars[dtype] = np.ndarray((), dtype, buffer=self._stage_raw)
-        return view
+        return view.item()
 
-    def _staged(self, src: int, nbytes: int, take: Callable[[], Any]) -> Any:
+    def _stage_array(self, spec: tuple[np.dtype, int, tuple[int, ...]]) -> np.ndarray:
+        """A C-order copy of the staging block's first ``n`` elements (``spec``: dtype, n, shape)."""
+        dtype, n, shape = spec
+        return np.frombuffer(self._stage_raw, dtype, n).reshape(shape).copy()
+
+    def _stage_to(self, spec: tuple[int, int]) -> None:
+        """The staging block's first ``nbytes`` copied to host address ``dst`` (``spec``)."""
+        dst, nbytes = spec
+        ctypes.memmove(dst, self._stage, nbytes)
+
+    def _staged(self, src: int, nbytes: int, take: Callable[[Any], Any], arg: Any) -> Any:
         """``nbytes`` from device address ``src`` copied into the pinned staging block, waited
-        for, and ``take()`` of the block, all under the block's lock; ``_MISSED`` where the
+        for, and ``take(arg)`` of the block, all under the block's lock; ``_MISSED`` where the
         block is busy (another reader), refused, turned off or too small, or there is no
         ctypes driver (the caller reads another way)."""
         s = self.server
@@ -736,7 +747,7 @@ class CudaClient:
             if getattr(_current, "ctx", None) is not s.ctx:
                 s.current()
             _dtoh_wait(s, fast, stage, src, nbytes)
-            return take()
+            return take(arg)
         finally:
             self._stage_lock.release()
 
@@ -756,7 +767,7 @@ class CudaClient:
     def _copy_to_host(self, dst: int, src: int, nbytes: int) -> None:
         """``nbytes`` from device address ``src`` to host address ``dst``, ordered after the
         stream's launches; returns once they are there (a kernel's failure surfaces here)."""
-        if self._staged(src, nbytes, lambda: ctypes.memmove(dst, self._stage, nbytes)) is not _MISSED:
+        if self._staged(src, nbytes, self._stage_to, (dst, nbytes)) is not _MISSED:
             return
         s = self.server
         if getattr(_current, "ctx", None) is not s.ctx:
