@@ -201,10 +201,19 @@ def initial_seed() -> int:
     return R.get_rng_state()[0]
 
 
+#: ``ember.random``, imported on first use (it imports ml_dtypes: tens of milliseconds of
+#: ``import ember``); a module global, not an import statement per call (a microsecond each)
+_R: Any = None
+
+
 def _random(dist: str, shape: tuple[int, ...], d: dt.DType, device: Any, a: float, b: float,
             requires_grad: bool) -> Tensor:
-    from . import random as R
+    global _R
+    R = _R
+    if R is None:
+        from . import random as R
 
+        _R = R
     bk = _device(device).backend()
     seed, offset = R.next_offset(R.blocks_used(dist, S.numel(shape), d))
     return _finish(_make(bk.random(dist, shape, d, seed, offset, a, b), bk, d), requires_grad)

@@ -34,6 +34,18 @@ _DEFAULT_FLOAT = dt.float32
 
 MinMax = namedtuple("MinMax", ["values", "indices"])
 
+#: ``ember.indexing``, imported on first use (it imports this module; an import statement in
+#: ``__getitem__`` would cost a microsecond per call)
+_indexing: Any = None
+
+
+def _index_module() -> Any:
+    global _indexing
+    from . import indexing
+
+    _indexing = indexing
+    return indexing
+
 
 def _make(p: Any, bk: Any, d: dt.DType) -> Tensor:
     t = _new(Tensor)
@@ -1084,34 +1096,22 @@ class Tensor:
 
     # ------------------------------------------------------------------ indexing
     def __getitem__(self, key: Any) -> Tensor:
-        from .indexing import getitem
-
-        return getitem(self, key)
+        return (_indexing or _index_module()).getitem(self, key)
 
     def __setitem__(self, key: Any, value: Any) -> None:
-        from .indexing import setitem
-
-        setitem(self, key, value)
+        (_indexing or _index_module()).setitem(self, key, value)
 
     def gather(self, dim: int, index: Tensor) -> Tensor:
-        from .indexing import gather
-
-        return gather(self, dim, index)
+        return (_indexing or _index_module()).gather(self, dim, index)
 
     def scatter(self, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
-        from .indexing import scatter
-
-        return scatter(self, dim, index, src, reduce)
+        return (_indexing or _index_module()).scatter(self, dim, index, src, reduce)
 
     def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
-        from .indexing import scatter
-
-        return scatter(self, dim, index, src, "add")
+        return (_indexing or _index_module()).scatter(self, dim, index, src, "add")
 
     def index_select(self, dim: int, index: Tensor) -> Tensor:
-        from .indexing import index_select
-
-        return index_select(self, dim, index)
+        return (_indexing or _index_module()).index_select(self, dim, index)
 
     def tril(self, diagonal: int = 0) -> Tensor:
         if self.ndim < 2:
