@@ -285,4 +285,7 @@ def test_softmax_staged_in_shared_memory_matches_flex(monkeypatch, shape, fn):
     got = getattr(dev(x), fn)(-1).numpy()
     assert launches, "the staged kernel did not run"
     np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
-    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+    # log_softmax is x minus the row's logsumexp: float32 rounds that at about eps * |x|, more
+    # than rtol allows where the result is near zero (a row's dominant x)
+    atol = 1e-6 * max(1.0, float(np.abs(x[np.isfinite(x)]).max())) if fn == "log_softmax" else 1e-6
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=atol)

@@ -24,7 +24,7 @@ from ... import tracing
 from ..base import Backend
 from .ir import OperationIr, TensorIr
 from .shapes import RULES
-from .signature import REF_PARTS, ref_part, sig_part, tensor_part
+from .signature import REF_PARTS, const_part, ref_part, sig_part
 from .stream import Block, FusionStats, Plan, Stream
 
 __all__ = ["Fusion", "FusionTensor"]
@@ -183,11 +183,13 @@ class Fusion(Backend):
                             sig.append(REF_PARTS[r] if r < _N_REFS else ref_part(r))
                         continue
                     v = a.value
-                    stream.consts[a.id] = v if v is not None else self.realise(a)
+                    if v is None:
+                        v = self.realise(a)
+                    stream.consts[a.id] = v
                     if a.id not in stream.handles:
                         stream.handles[a.id] = weakref.ref(a)
                     if sig is not None:
-                        tensor_part(a, stream, sig)
+                        const_part(a.id, v, stream, sig)
                 elif ta is int or a is None:  # a dim, a size, an absent argument
                     ir.append(a)
                     if sig is not None:

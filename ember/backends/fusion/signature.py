@@ -22,7 +22,7 @@ from typing import Any
 
 from ... import dtype as dt
 
-__all__ = ["REF_PARTS", "ref_part", "sig_part", "tensor_part"]
+__all__ = ["REF_PARTS", "const_part", "ref_part", "sig_part", "tensor_part"]
 
 REF_PARTS = [("t", r) for r in range(1024)]
 #: backend.FusionTensor and cube's CubeTensor, set on first use (backend imports this module;
@@ -89,13 +89,18 @@ def tensor_part(a: Any, stream: Any, sig: list[Any]) -> None:
     if r is not None:
         sig.append(ref_part(r))
         return
-    v = stream.consts.get(a.id)
+    const_part(a.id, stream.consts.get(a.id), stream, sig)
+
+
+def const_part(tid: int, v: Any, stream: Any, sig: list[Any]) -> None:
+    """The first appearance of realised tensor ``tid`` in the queue (its value ``v``): its
+    layout, and the first realised input sharing its buffer; it gets the next relative index."""
     if _cube_tensor is None:
         _fusion_tensor()
     if type(v) is not _cube_tensor:
         stream.sig = None
         return
-    r = stream.rel[a.id] = len(stream.order)
-    stream.order.append(a.id)
+    r = stream.rel[tid] = len(stream.order)
+    stream.order.append(tid)
     alias = stream.bufs.setdefault(id(v.buffer), r)
     sig.append(("c", v.dtype, v.shape, v.strides, v.offset, alias))

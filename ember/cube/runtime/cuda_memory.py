@@ -21,6 +21,8 @@ from .pool import BlockPool, PooledBuffer
 
 __all__ = ["CudaBuffer", "CudaMemoryPool", "DeviceOutOfMemory"]
 
+_new = object.__new__
+
 
 class DeviceOutOfMemory(Exception):
     """Raised by the pool's allocation function when the driver reports out of memory."""
@@ -38,6 +40,15 @@ class CudaBuffer(PooledBuffer):
         self.capacity = capacity
         self.pool = pool
         self.owner = owner
+
+    def __del__(self) -> None:
+        # ``PooledBuffer.__del__`` without its ``_block()`` call: every tiny op's result dies here
+        pool = self.pool
+        if pool is not None:
+            try:
+                pool._recycle(self.ptr, self.capacity)
+            except Exception:  # interpreter shutdown
+                pass
 
     def __repr__(self) -> str:
         return f"CudaBuffer(0x{self.ptr:x}, {self.nbytes} bytes)"
@@ -60,7 +71,13 @@ class CudaMemoryPool(BlockPool):
         return self._alloc(cap)
 
     def _wrap(self, ptr: int, nbytes: int, cap: int) -> CudaBuffer:
-        return CudaBuffer(ptr, nbytes, cap, self)
+        b = _new(CudaBuffer)  # no constructor call: every result of every op is wrapped here
+        b.ptr = ptr
+        b.nbytes = nbytes
+        b.capacity = cap
+        b.pool = self
+        b.owner = None
+        return b
 
     def _free_block(self, ptr: int) -> None:
         self._free_fn(ptr)

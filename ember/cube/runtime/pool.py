@@ -138,7 +138,10 @@ class BlockPool:
             self.allocated_bytes -= cap
             self._free_block(block)
             return
-        self._free.setdefault(cap, []).append(block)
+        lst = self._free.get(cap)
+        if lst is None:
+            lst = self._free[cap] = []
+        lst.append(block)
         self.cached_bytes += cap
 
     def release_cached(self) -> int:
