@@ -110,7 +110,10 @@ class Fusion(Backend):
         #: inspectors listening to drains (``inspect.inspect_fusion``)
         self.recorders: list[Any] = []
         self._local = threading.local()
-        self._streams: weakref.WeakSet[Stream] = weakref.WeakSet()
+        #: every thread's stream, weakly (a dead thread's stream goes with its thread-local);
+        #: ``sync`` snapshots it, so it is swapped whole, never mutated (a WeakSet's iteration
+        #: costs microseconds per idle ``sync``)
+        self._streams: tuple[weakref.ref[Stream], ...] = ()
         self._streams_lock = threading.Lock()
         for op, rule in RULES.items():
             method = self._view_op(op, rule) if op in _VIEWS else self._lazy_op(op, rule)
@@ -124,7 +127,7 @@ class Fusion(Backend):
         if s is None:
             s = self._local.stream = Stream(self, threading.current_thread().name)
             with self._streams_lock:
-                self._streams.add(s)
+                self._streams = (*(r for r in self._streams if r() is not None), weakref.ref(s))
         return s
 
     def _ir(self, a: Any, stream: Stream) -> Any:
@@ -332,8 +335,8 @@ class Fusion(Backend):
         return FusionTensor(next(_ids), tuple(shape), dtype, None, value)
 
     def sync(self) -> None:
-        with self._streams_lock:
-            streams = list(self._streams)
-        for s in streams:
-            s.drain()
+        for ref in self._streams:
+            s = ref()
+            if s is not None:
+                s.drain()
         self.inner.sync()
