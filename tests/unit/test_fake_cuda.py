@@ -104,3 +104,40 @@ def test_eager_ops_launch_once_each(report: dict) -> None:
     assert calls["round_trip"] == {"launches": 2, "htod": 0, "dtoh": 1, "syncs": 1}
     assert calls["add_numpy"] == {"launches": 1, "htod": 0, "dtoh": 1, "syncs": 1}
     assert calls["element"] == {"launches": 0, "htod": 0, "dtoh": 1, "syncs": 1}
+
+
+_TUNE = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from fake_cuda import driver as fake_driver
+import numpy as np
+import ember
+from ember.cube.compiler import cuda as cuda_compiler
+from ember.cube.runtime.client import get_client
+
+fake_driver.install(sys.argv[2])
+renders = []
+real = cuda_compiler.CudaCompiler.compile
+cuda_compiler.CudaCompiler.compile = lambda self, k: renders.append(1) or real(self, k)
+d = ember.Device.cuda(fusion=False)
+a = ember.tensor(np.ones((256, 256), np.float32), device=d)
+(a @ a).numpy()
+s = get_client("cuda", (0,)).server
+print(json.dumps({"compiles": s.compiles, "renders": len(renders)}))
+"""
+
+
+def test_a_later_process_tuning_again_loads_every_candidate_without_rendering(tmp_path: Path) -> None:
+    """The tuner prepares candidates it may never launch; each one's cubin is indexed by its
+    KernelId when its compile finishes, so a new process that tunes again (here: stored
+    decisions ignored) neither compiles nor expands and renders a kernel."""
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    runs = []
+    for extra in ({}, {"EMBER_AUTOTUNE_DISABLE_CACHE": "1"}):
+        r = subprocess.run([sys.executable, "-c", _TUNE, str(ROOT / "bench"), str(tmp_path)], capture_output=True,
+                           text=True, env={**env, **extra}, timeout=900)
+        assert r.returncode == 0, r.stderr[-4000:]
+        runs.append(json.loads(r.stdout.strip().splitlines()[-1]))
+    first, again = runs
+    assert first["compiles"] > 3 and first["renders"] > 3, "the first process compiles the candidates"
+    assert again == {"compiles": 0, "renders": 0}

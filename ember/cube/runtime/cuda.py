@@ -277,11 +277,19 @@ class CudaServer(Preparing):
             with tracing.span("compile", kernel=entry, language=self.compiler.language, stage=self.stage,
                               deferred=True):
                 src = self.compiler.compile(make_ir())
-            job = (src, self._nvrtc_pool().submit(self._cubin, src, kid))
+            job = (src, self._nvrtc_pool().submit(self._prepared_cubin, src, kid))
             with self._lock:
                 job = self._prepared.setdefault(kid, job)
         src = job[0]
         return CudaKernel(kid, src.entry, None, src, None, tuple(kid.cube_dim), bool(src.info), "pending", pending=True)
+
+    def _prepared_cubin(self, src: CompiledSource, kid: KernelId) -> tuple[bytes, bool, str]:
+        """A prepared kernel's cubin (on the pool), indexed by its KernelId: the tuner prepares
+        candidates it may never launch, and a later process that prepares them again (a new
+        tuning key) then loads them without expanding and rendering each one."""
+        out = self._cubin(src, kid)
+        self._index().record(kid, src, self.nvrtc.artifact_key(src.source, self.arch))
+        return out
 
     def _nvrtc_pool(self) -> Any:
         pool = self._pool
@@ -337,12 +345,12 @@ class CudaServer(Preparing):
                         done = (job[0], *job[1].result())
                     except Exception:  # noqa: BLE001 - compiled again below: the error is raised here
                         done = None
-                if done is not None:
+                if done is not None:  # indexed on the pool (``_prepared_cubin``)
                     src, cubin, cached, origin = done
                 else:
                     src = self.compiler.compile(make_ir())
                     cubin, cached, origin = self._cubin(src, kid)
-                index.record(kid, src, self.nvrtc.artifact_key(src.source, self.arch))
+                    index.record(kid, src, self.nvrtc.artifact_key(src.source, self.arch))
             sp.record(cached=cached)
             self.current()
             module = _ok(self.cu.cuModuleLoadData(cubin), f"cuModuleLoadData({entry})")
