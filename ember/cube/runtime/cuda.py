@@ -332,25 +332,24 @@ class CudaServer(Preparing):
         t0 = time.perf_counter()
         with tracing.span("compile", kernel=entry, language=self.compiler.language, stage=self.stage) as sp:
             index = self._index()
-            hit = index.lookup(kid)
-            if hit is not None:  # a warm process: no expansion, no rendering
+            done = None
+            job = self._prepared.pop(kid, None)  # compiled (and indexed) on the pool while preparing
+            if job is not None:
+                try:
+                    done = (job[0], *job[1].result())
+                except Exception:  # noqa: BLE001 - compiled again below: the error is raised here
+                    done = None
+            hit = index.lookup(kid) if done is None else None
+            if done is not None:
+                src, cubin, cached, origin = done
+            elif hit is not None:  # a warm process: no expansion, no rendering
                 cubin, src = hit
                 cached, origin = True, f"store index {index.ns}"
                 self.store_loads += 1
             else:
-                done = None
-                job = self._prepared.pop(kid, None)  # compiled on the pool while preparing
-                if job is not None:
-                    try:
-                        done = (job[0], *job[1].result())
-                    except Exception:  # noqa: BLE001 - compiled again below: the error is raised here
-                        done = None
-                if done is not None:  # indexed on the pool (``_prepared_cubin``)
-                    src, cubin, cached, origin = done
-                else:
-                    src = self.compiler.compile(make_ir())
-                    cubin, cached, origin = self._cubin(src, kid)
-                    index.record(kid, src, self.nvrtc.artifact_key(src.source, self.arch))
+                src = self.compiler.compile(make_ir())
+                cubin, cached, origin = self._cubin(src, kid)
+                index.record(kid, src, self.nvrtc.artifact_key(src.source, self.arch))
             sp.record(cached=cached)
             self.current()
             module = _ok(self.cu.cuModuleLoadData(cubin), f"cuModuleLoadData({entry})")
