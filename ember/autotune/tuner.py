@@ -93,9 +93,11 @@ class Tunable:
     negative: skipped for that key); ``valid``: ``fn(*args) -> bool`` (False: cannot run these
     args); ``vendor``: a library routine rather than an own kernel (reported separately);
     ``group``: an int or ``fn(key) -> int`` (a candidate may be a fallback on one kind of device
-    and a contender on another)."""
+    and a contender on another); ``prepare_order``: lower is prepared first (``_prepare``: the
+    kernels whose compiles take longest should start first, while the calling thread is still
+    expanding and rendering the others')."""
 
-    __slots__ = ("name", "fn", "group", "priority", "valid", "vendor")
+    __slots__ = ("name", "fn", "group", "priority", "valid", "vendor", "prepare_order")
 
     def __init__(
         self,
@@ -105,6 +107,7 @@ class Tunable:
         priority: int | Callable[[tuple[Any, ...]], int] = 0,
         valid: Callable[..., bool] | None = None,
         vendor: bool = False,
+        prepare_order: int = 0,
     ) -> None:
         self.name = name
         self.fn = fn
@@ -112,6 +115,7 @@ class Tunable:
         self.priority = priority
         self.valid = valid
         self.vendor = vendor
+        self.prepare_order = prepare_order
 
     def group_for(self, key: tuple[Any, ...]) -> int:
         g = self.group
@@ -616,6 +620,7 @@ def _prepare(client: Any, tset: TunableSet, key: tuple[Any, ...], args: tuple[An
         return
     first = min(g for g, _ in runnable)
     own = [t for g, t in runnable if g == first and not t.vendor]  # vendors compile nothing
+    own.sort(key=lambda t: t.prepare_order)
     t0 = time.perf_counter()
     with preparing():
         _preparing.on = True

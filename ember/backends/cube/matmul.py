@@ -543,14 +543,18 @@ MATMUL_TUNABLES = autotune.TunableSet(
         autotune.Tunable("numpy", _launch_numpy, 0, 0, valid=_vendor_valid, vendor=True),
         # tiled: a contender where a cube's units run in parallel (GPUs), the fallback on the CPU
         _tunable(MATMUL_CANDIDATES[1], lambda key: 1 if key[-1] == "serial" else 0, 0),
-        # tensor cores on CUDA (sm_80+), f16/bf16 only
-        autotune.Tunable("mma_sync", _launch_mma, 0, 1, valid=_mma_valid),
+        # tensor cores on CUDA (sm_80+), f16/bf16 only. The hand-written kernels are prepared
+        # first, then the GPU tiles: on the H200 host NVRTC takes about 300 ms for each of
+        # them, 120-280 ms for a tile, 100-150 ms for the others, while the calling thread
+        # spends 0.6 s expanding and rendering the @cube candidates one by one (cold-start
+        # timeline, bench/results/gpu_2026-11-30_h200-s7.md)
+        autotune.Tunable("mma_sync", _launch_mma, 0, 1, valid=_mma_valid, prepare_order=-2),
         # Hopper tensor cores (wgmma + TMA, sm_90a kernels on compute capability 9.0), tried first
-        autotune.Tunable("wgmma", _launch_wgmma, 0, 2, valid=_wgmma_valid),
+        autotune.Tunable("wgmma", _launch_wgmma, 0, 2, valid=_wgmma_valid, prepare_order=-2),
         # shared-memory block tiles with register blocks of lines (floats): first where a cube's
         # units run in parallel; never timed on the CPU (barriers cost per-unit spills there)
         *(
-            autotune.Tunable(t.name, _gpu(t), 0, _prio_gpu, valid=_gpu_valid(t))
+            autotune.Tunable(t.name, _gpu(t), 0, _prio_gpu, valid=_gpu_valid(t), prepare_order=-1)
             for t in GPU_TILES
         ),
         # float32 on CUDA cores, hand-written (0.92-0.94x cuBLAS on the H200 against 0.82x for

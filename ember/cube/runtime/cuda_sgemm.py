@@ -425,6 +425,7 @@ def tunables() -> list[Any]:
         def launch(backend: Any, a: Any, b: Any, out: Any) -> None:
             candidate_launch(backend, a, b, out, t)
 
-        return autotune.Tunable(t.name, launch, 0, _prio_gpu, valid=candidate_valid)
+        # prepared first: no expansion, and the longest compiles (``matmul.MATMUL_TUNABLES``)
+        return autotune.Tunable(t.name, launch, 0, _prio_gpu, valid=candidate_valid, prepare_order=-2)
 
     return [make(t) for t in SGEMM_TILES]
