@@ -122,6 +122,24 @@ def test_candidates_compile_at_the_same_time_then_are_timed(client, monkeypatch)
     np.testing.assert_array_equal(read(client, out), np.arange(N) * k)
 
 
+def test_candidates_are_prepared_in_their_prepare_order(client):
+    """Lower ``prepare_order`` first (the longest compiles start while the calling thread still
+    expands the others); equal orders keep the set's order; every candidate is timed after."""
+    calls: list[Any] = []
+    orders = {2: 0, 3: -1, 4: 0, 5: -2, 6: -1}
+    tset = autotune.TunableSet(
+        "prep_order",
+        [autotune.Tunable(f"k{k}", candidate(k, calls), prepare_order=o) for k, o in orders.items()],
+        key=lambda level, client, x, out: (level.anchor(x.shape[0]),),
+        key_fields=("n",),
+    )
+    x = tensor(client, np.arange(N))
+    out = tensor(client, np.full(N, np.nan))
+    autotune.execute(client, tset, client, x, out)
+    assert [k for k, prepared in calls if prepared] == [5, 3, 6, 2, 4]
+    assert {k for k, prepared in calls if not prepared} == set(orders)
+
+
 def test_prepared_launches_run_nothing_and_pending_plans_are_not_kept(client):
     x = tensor(client, np.arange(N))
     out = tensor(client, np.full(N, -1.0))
