@@ -155,20 +155,13 @@ def main() -> int:
     sizes = [4096, 1 << 20] if args.quick else [4096, 1 << 20, 1 << 24]
     ew = EW_HEAD + [elementwise_row(bk, n, rounds) for n in sizes]
     mm = MM_HEAD + [matmul_row(bk, s, rounds) for s in ([256, 512] if args.quick else [256, 512, 1024])]
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    import os
+    from machine_info import cpu_model, usable_cores
 
+    cpu = cpu_model()
     head = [
         f"# Fused kernels vs unfused — {datetime.date.today()}",
         "",
-        f"machine: {cpu}, {os.cpu_count()} CPUs visible; python {platform.python_version()}, numpy {np.__version__}",
+        f"machine: {cpu}, {usable_cores()} CPUs usable; python {platform.python_version()}, numpy {np.__version__}",
         f"command: python bench/bench_fused_kernels.py{' --quick' if args.quick else ''}",
         "",
         "## elementwise: gelu, float32 (fused: 1 launch; unfused: mul_scalar, erf, add_scalar, mul, mul_scalar)",

@@ -194,16 +194,9 @@ def device_rows(label: str, d: ember.Device, fused: bool) -> list[Row]:
 def machine() -> str:
     import platform
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return f"{cpu}, {cores} cores, Python {platform.python_version()}, numpy {np.__version__}"
+    from machine_info import cpu_model, usable_cores
+
+    return f"{cpu_model()}, {usable_cores()} cores, Python {platform.python_version()}, numpy {np.__version__}"
 
 
 def revision() -> str:
