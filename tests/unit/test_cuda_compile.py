@@ -334,3 +334,18 @@ def test_fast_driver_binds_the_hot_calls_or_steps_aside():
     except OSError:
         has_driver = False
     assert (cuda_fastcall.fast_driver() is not None) == has_driver
+
+
+def test_driver_errors_are_named_from_raw_codes_and_unknown_ones_are_reported():
+    """The ctypes hot calls return raw CUresult codes: the error text names a known one the way
+    the bindings' enum does, and an unknown one (a newer driver's) by number, never with a
+    ValueError raised over the CudaError being built."""
+    pytest.importorskip("cuda.bindings.driver")
+    from ember.cube.runtime import cuda
+
+    cu = cuda._driver()
+    known = int(cu.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS)
+    assert cuda._err_text(known) == cuda._err_text(cu.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS)
+    assert "987654" in cuda._err_text(987654)
+    with pytest.raises(cuda.CudaError, match="cuStreamSynchronize failed: CUresult 987654"):
+        cuda._ok((987654,), "cuStreamSynchronize")

@@ -58,7 +58,13 @@ def _driver() -> Any:
 
 
 def _err_text(err: Any) -> str:
+    """The driver's name and text of ``err``: a CUresult, or the raw code a ctypes call returns
+    (one these bindings do not know is reported by number, never raised over)."""
     cu = _driver()
+    try:
+        err = cu.CUresult(int(err))
+    except ValueError:
+        return f"CUresult {int(err)} (unknown to these bindings)"
     try:
         _, name = cu.cuGetErrorName(err)
         _, text = cu.cuGetErrorString(err)
@@ -456,7 +462,7 @@ class CudaServer(Preparing):
             # ints as ctypes takes them without argtypes (a numpy int would be refused)
             code = fast.launch_p(hp, int(gx), int(gy), int(gz), int(bx), int(by), int(bz), int(smem), self._stream_p,
                                  pp, None)
-            err = self.cu.CUresult(code) if code else 0
+            err = code  # the raw CUresult: ``_err_text`` names it
         else:
             (err,) = self.cu.cuLaunchKernel(fn, *grid, *block, smem, self.stream, ctypes.addressof(params), 0)
         if int(err) != 0:
@@ -527,21 +533,21 @@ class CudaServer(Preparing):
             finally:
                 lock.release()
             if err:
-                _launch_failed(k, cx, cy, cz, self.cu.CUresult(err))
+                _launch_failed(k, cx, cy, cz, err)
             self.launches += 1
 
         go.block = b  # type: ignore[attr-defined]  # (its parameter block, for tests)
         return go
 
     def _launch_params(self, k: CudaKernel, cx: int, cy: int, cz: int, b: BoundArgs) -> Any:
-        """cuLaunchKernel of ``k`` with the parameter block ``b``; the CUresult."""
+        """cuLaunchKernel of ``k`` with the parameter block ``b``; the CUresult (its raw code on the
+        ctypes path; 0 is success either way)."""
         bx, by, bz = k.block
         if k.handle:
             hp = k.handle_p
             if hp is None:
                 hp = k.handle_p = ctypes.c_void_p(k.handle)
-            err = self._fast.launch_p(hp, cx, cy, cz, bx, by, bz, 0, self._stream_p, b.params_p, None)
-            return self.cu.CUresult(err) if err else 0
+            return self._fast.launch_p(hp, cx, cy, cz, bx, by, bz, 0, self._stream_p, b.params_p, None)
         (err,) = self.cu.cuLaunchKernel(k.fn, cx, cy, cz, bx, by, bz, 0, self.stream, b.params_addr, 0)
         return err
 
@@ -550,7 +556,7 @@ class CudaServer(Preparing):
         if self._fast is not None:
             err = self._fast.stream_sync(self._stream_h)
             if err:
-                _ok((self.cu.CUresult(err),), "cuStreamSynchronize (a kernel of this device failed)")
+                _ok((err,), "cuStreamSynchronize (a kernel of this device failed)")
             return
         _ok(self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize (a kernel of this device failed)")
 
@@ -576,10 +582,10 @@ def _dtoh_wait(s: CudaServer, fast: Any, dst: int, src: int, nbytes: int) -> Non
     """Copy to host address ``dst`` through the ctypes driver calls and wait for it."""
     err = fast.dtoh_async(dst, src, nbytes, s._stream_h)
     if err:
-        _ok((s.cu.CUresult(err),), "cuMemcpyDtoHAsync")
+        _ok((err,), "cuMemcpyDtoHAsync")
     err = fast.stream_sync(s._stream_h)
     if err:
-        _ok((s.cu.CUresult(err),), "cuStreamSynchronize (a kernel of this device failed)")
+        _ok((err,), "cuStreamSynchronize (a kernel of this device failed)")
 
 
 class CudaClient:
@@ -665,7 +671,7 @@ class CudaClient:
         if s._fast is not None:
             err = s._fast.htod_async(buf.ptr + byte_offset, a.ctypes.data, a.nbytes, s._stream_h)
             if err:
-                _ok((s.cu.CUresult(err),), "cuMemcpyHtoDAsync")
+                _ok((err,), "cuMemcpyHtoDAsync")
             return
         _ok(s.cu.cuMemcpyHtoDAsync(buf.ptr + byte_offset, a.ctypes.data, a.nbytes, s.stream), "cuMemcpyHtoDAsync")
 
