@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from machine_info import cpu_model, usable_cores  # bench/, first on sys.path when run as a script
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run from a checkout without installing
@@ -43,24 +44,6 @@ RESULTS = ROOT / "bench" / "results"
 
 
 # ----------------------------------------------------------------------------- machine
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
 
 def _blas() -> dict[str, str]:
     """What BLAS numpy runs: threadpoolctl when installed, else numpy's build config plus a
@@ -116,8 +99,8 @@ def _loaded_libs(fragment: str) -> list[str]:
 
 def machine() -> dict[str, str]:
     m = {
-        "cpu": _cpu_model(),
-        "cores": f"{_usable_cores()} usable ({os.cpu_count()} online)",
+        "cpu": cpu_model(),
+        "cores": f"{usable_cores()} usable ({os.cpu_count()} online)",
         "python": platform.python_version(),
         "numpy": np.__version__,
     }

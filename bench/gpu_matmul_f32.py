@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import platform
 import statistics
 import subprocess
@@ -288,14 +289,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
-    except OSError:
-        name = ""
-    import os
+    from machine_info import cpu_model
 
-    return f"{name or platform.machine()}, {os.cpu_count()} cores"
+    return f"{cpu_model()}, {os.cpu_count()} cores"
 
 
 def write_markdown(folder: Path, gpu: str, best: dict[Any, Any], tag: str) -> None:
