@@ -59,13 +59,18 @@ def from_dlpack(obj: Any) -> Tensor:
     return _from_dlpack(obj)
 
 
+#: subpackages reachable as attributes after ``import ember`` (``ember.nn.Linear``, as
+#: ``torch.nn.Linear``) but imported on first use, so ``import ember`` stays cheap
+_LAZY_SUBPACKAGES = frozenset({"cube", "nn", "optim", "utils", "amp"})
+
+
 def __getattr__(name: str) -> Any:
     # subpackages that pull in compilers and runtimes load on first use
-    if name == "cube":
+    if name in _LAZY_SUBPACKAGES:
         import importlib
 
-        mod = importlib.import_module(".cube", __name__)
-        globals()["cube"] = mod
+        mod = importlib.import_module(f".{name}", __name__)
+        globals()[name] = mod
         return mod
     if name == "inspect_fusion":  # the Fusion layer (and dataclasses) load with the first device
         from .backends.fusion.inspect import inspect_fusion

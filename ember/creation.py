@@ -87,7 +87,7 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
     """A new tensor holding a copy of ``data`` (nested lists, scalars, numpy arrays, tensors).
     Python floats become the default float dtype, ints int64, bools bool; numpy arrays keep
     their dtype."""
-    if type(data) is Tensor:
+    if isinstance(data, Tensor):
         t = data.detach().to(_device(device) if device is not None else data.device)
         if dtype is not None:
             t = t.to(dtype)
@@ -114,7 +114,7 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
-    if type(data) is Tensor and dtype is None and (device is None or _device(device) == data.device):
+    if isinstance(data, Tensor) and dtype is None and (device is None or _device(device) == data.device):
         return data
     return tensor(data, dtype, device)
 

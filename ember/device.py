@@ -128,15 +128,17 @@ class Device:
 
     @staticmethod
     def default() -> Device:
-        """``EMBER_DEVICE`` (e.g. ``flex``, ``cpu``, ``cuda:0``) if set, else Flex.
+        """``EMBER_DEVICE`` (e.g. ``flex``, ``cpu+autodiff``, ``cuda:0``) if set, else Flex with
+        Autodiff (``dispatch<autodiff<flex>>``).
 
-        Flex stays the default: on small tensors numpy's per-op cost beats a kernel launch
-        (a 128x256 MLP step: 0.48 ms on Flex, 1.59 ms on the fused CPU device), while large
-        elementwise chains are where ``Device.cpu()`` wins (9x numpy on 16M floats)."""
+        The default records gradients, as PyTorch's does: ``ember.ones(3, requires_grad=True)``
+        and an ``nn.Module`` built without a device train out of the box. Untracked ops pass
+        through the Autodiff layer without recording anything. Flex is the default backend
+        because on small tensors numpy's per-op cost beats a kernel launch."""
         env = os.environ.get("EMBER_DEVICE")
         if env:
             return Device.parse(env)
-        return Device.flex()
+        return Device.flex().autodiff()
 
     @staticmethod
     def parse(text: str) -> Device:

@@ -32,7 +32,7 @@ __all__ = list(_METHODS) + ["where", "cat", "concat", "concatenate", "stack", "p
 
 def _method(name: str) -> Any:
     def f(t: Tensor, *args: Any, **kwargs: Any) -> Any:
-        if type(t) is not Tensor:
+        if not isinstance(t, Tensor):
             raise TypeError(f"ember.{name} expects a Tensor first, got {type(t).__name__}")
         return getattr(t, name)(*args, **kwargs)
 
@@ -52,20 +52,20 @@ def result_type(*operands: Any) -> dt.DType:
 
 def where(condition: Tensor, input: Any, other: Any) -> Tensor:
     """Elements of ``input`` where ``condition`` holds, else of ``other`` (tensors or scalars)."""
-    if type(condition) is not Tensor:
+    if not isinstance(condition, Tensor):
         raise TypeError("where expects a bool condition tensor")
     if condition._dt is not dt.bool_:
         raise DTypeError(f"where expects a bool condition, got {condition._dt}")
-    tensors = [x for x in (input, other) if type(x) is Tensor]
+    tensors = [x for x in (input, other) if isinstance(x, Tensor)]
     for x in tensors:
         _check_device(condition, x)
-    ops = [_pyscalar(x) if type(x) is not Tensor else x for x in (input, other)]
+    ops = [_pyscalar(x) if not isinstance(x, Tensor) else x for x in (input, other)]
     d = dt.result_type(*ops)
     shape = S.broadcast_many([condition.shape] + [x.shape for x in tensors])
     bk = condition._bk
 
     def prim(x: Any) -> Any:
-        if type(x) is Tensor:
+        if isinstance(x, Tensor):
             return x._p if x._dt is d else bk.cast(x._p, d)
         return bk.full((), _scalar_for(d, x), d)
 
@@ -78,7 +78,7 @@ def _same_device(tensors: Sequence[Tensor], what: str) -> None:
     if not tensors:
         raise ValueError(f"{what} needs at least one tensor")
     for t in tensors:
-        if type(t) is not Tensor:
+        if not isinstance(t, Tensor):
             raise TypeError(f"{what} expects tensors, got {type(t).__name__}")
         _check_device(tensors[0], t)
 

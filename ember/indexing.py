@@ -20,7 +20,7 @@ from .tensor import Tensor, _check_device, _make, _pyscalar, _scalar_for
 
 
 def _as_index_tensor(t: Tensor, k: Any) -> Tensor:
-    if type(k) is Tensor:
+    if isinstance(k, Tensor):
         _check_device(t, k)
         return k
     a = np.asarray(k)
@@ -50,7 +50,7 @@ def _expand_key(t: Tensor, key: Any) -> list[Any]:
     for k in key:
         if k is None or k is Ellipsis or isinstance(k, slice):
             items.append(k)
-        elif type(k) is Tensor:
+        elif isinstance(k, Tensor):
             _check_device(t, k)
             if k._dt.category == dt.FLOAT:
                 raise DTypeError(f"tensors used as indices must be integer or bool, got {k._dt}")
@@ -65,7 +65,7 @@ def _expand_key(t: Tensor, key: Any) -> list[Any]:
             raise TypeError(f"unsupported index {k!r} of type {type(k).__name__}; use ints, slices, None, "
                             "..., or integer/bool tensors")
     ndim = t.ndim
-    used = sum(k.ndim if type(k) is Tensor and k._dt is dt.bool_ else 1
+    used = sum(k.ndim if isinstance(k, Tensor) and k._dt is dt.bool_ else 1
                for k in items if k is not None and k is not Ellipsis)
     if used > ndim:
         raise IndexOutOfRangeError(f"too many indices for a tensor of {ndim} dimension(s): {used} given")
@@ -97,7 +97,7 @@ class _Plan:
             if k is None:
                 mid.append(1)
                 continue
-            if type(k) is Tensor and k._dt is dt.bool_:
+            if isinstance(k, Tensor) and k._dt is dt.bool_:
                 if k.shape != shape[d:d + k.ndim]:
                     raise ShapeError(f"bool index of shape {k.shape} does not match the indexed dims "
                                      f"{shape[d:d + k.ndim]} of shape {shape}")
@@ -110,7 +110,7 @@ class _Plan:
                 d += k.ndim
                 continue
             n = shape[d]
-            if type(k) is Tensor:
+            if isinstance(k, Tensor):
                 slices.append(slice(0, n, 1))
                 sliced.append(n)
                 adv.append((len(mid), _checked_indices(t, k, n, f"dim {d}")))
@@ -170,7 +170,7 @@ def getitem(t: Tensor, key: Any) -> Tensor:
 
 
 def _value_tensor(t: Tensor, value: Any) -> Tensor:
-    if type(value) is Tensor:
+    if isinstance(value, Tensor):
         if value._bk is not t._bk:
             value = value.to(t.device)
         return value if value._dt is t._dt else value.to(t._dt)
@@ -180,7 +180,7 @@ def _value_tensor(t: Tensor, value: Any) -> Tensor:
 
 
 def setitem(t: Tensor, key: Any, value: Any) -> None:
-    if type(key) is Tensor and key._dt is dt.bool_ and not isinstance(value, Tensor | np.ndarray | list):
+    if isinstance(key, Tensor) and key._dt is dt.bool_ and not isinstance(value, Tensor | np.ndarray | list):
         _check_device(t, key)
         if S.broadcast(key.shape, t.shape) == t.shape:  # x[mask] = scalar
             t.masked_fill_(key, value)
@@ -200,7 +200,7 @@ def setitem(t: Tensor, key: Any, value: Any) -> None:
         return
     # Tensor indices mixed with anything: select the flat positions NumPy would select,
     # then write through one index_put on the flattened tensor.
-    np_key = tuple(np.asarray(k.numpy()) if type(k) is Tensor else k for k in items)
+    np_key = tuple(np.asarray(k.numpy()) if isinstance(k, Tensor) else k for k in items)
     lin = np.arange(t.numel(), dtype=np.int64).reshape(t.shape)[np_key]
     try:
         v = v.expand(lin.shape)
@@ -238,7 +238,7 @@ def gather(t: Tensor, dim: int, index: Tensor) -> Tensor:
 def scatter(t: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None) -> Tensor:
     d = S.norm_dim(dim, t.ndim)
     index = _as_index_tensor(t, index)
-    if type(src) is not Tensor:
+    if not isinstance(src, Tensor):
         src = t._full_like_shape(index.shape, _scalar_for(t._dt, _pyscalar(src)), t._dt)
     _check_device(t, src)
     src = src if src._dt is t._dt else src.to(t._dt)

@@ -89,7 +89,7 @@ def _binary(op: str, rule: int, rop: str | None = None) -> Any:
     rscalar_op = f"r{op}_scalar" if rop is None else rop
 
     def forward(a: Tensor, b: Any) -> Tensor:
-        if type(b) is Tensor:
+        if isinstance(b, Tensor):
             bk = a._bk
             pa, pb = a._p, b._p
             d = a._dt
@@ -275,7 +275,7 @@ class Tensor:
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
         if value is not None:
-            if type(value) is not Tensor:
+            if not isinstance(value, Tensor):
                 raise TypeError("grad must be a Tensor or None")
             _check_device(self, value)
             if value.shape != self.shape:
@@ -289,7 +289,7 @@ class Tensor:
                                 "carry gradients")
         g = None
         if gradient is not None:
-            if type(gradient) is not Tensor:
+            if not isinstance(gradient, Tensor):
                 gradient = self._from_like(np.asarray(gradient))
             _check_device(self, gradient)
             if gradient.shape != self.shape:
@@ -445,7 +445,7 @@ class Tensor:
         for a in args:
             if isinstance(a, Device):
                 target_dev = a
-            elif type(a) is Tensor:
+            elif isinstance(a, Tensor):
                 target_dev, target_dt = a.device, a.dtype
             elif isinstance(a, str) and a.split(":")[0].split("+")[0] in ("flex", "cpu", "cuda", "wgpu", "vulkan"):
                 target_dev = Device.parse(a)
@@ -535,7 +535,7 @@ class Tensor:
     __lt__, __le__, __gt__, __ge__ = lt, le, gt, ge
 
     def _bool_only(self, other: Any, op: str) -> Tensor:
-        if self._dt is not dt.bool_ or (type(other) is Tensor and other._dt is not dt.bool_):
+        if self._dt is not dt.bool_ or (isinstance(other, Tensor) and other._dt is not dt.bool_):
             raise DTypeError(f"operator {op} is defined for bool tensors only (ember has no bitwise ops)")
         return getattr(self, {"&": "logical_and", "|": "logical_or", "^": "logical_xor"}[op])(other)
 
@@ -619,12 +619,12 @@ class Tensor:
     def clamp(self, min: Any = None, max: Any = None) -> Tensor:
         if min is None and max is None:
             raise ValueError("clamp needs at least one of min and max")
-        if type(min) is Tensor or type(max) is Tensor:
+        if isinstance(min, Tensor) or isinstance(max, Tensor):
             t = self
             if min is not None:
-                t = t.maximum(min) if type(min) is Tensor else t.clamp(min=min)
+                t = t.maximum(min) if isinstance(min, Tensor) else t.clamp(min=min)
             if max is not None:
-                t = t.minimum(max) if type(max) is Tensor else t.clamp(max=max)
+                t = t.minimum(max) if isinstance(max, Tensor) else t.clamp(max=max)
             return t
         lo, hi = _pyscalar(min), _pyscalar(max)
         d = self._dt
@@ -644,10 +644,10 @@ class Tensor:
         return where(condition, self, other)
 
     def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
-        if type(mask) is not Tensor or mask._dt is not dt.bool_:
+        if not isinstance(mask, Tensor) or mask._dt is not dt.bool_:
             raise DTypeError("masked_fill expects a bool mask tensor")
         _check_device(self, mask)
-        if type(value) is Tensor:
+        if isinstance(value, Tensor):
             if value.numel() != 1:
                 raise ShapeError(f"masked_fill value must be a scalar or 1-element tensor, got shape {value.shape}")
             value = value.item()
@@ -670,7 +670,7 @@ class Tensor:
     exp_ = _inplace("exp")
 
     def copy_(self, src: Any) -> Tensor:
-        if type(src) is not Tensor:
+        if not isinstance(src, Tensor):
             src = self._from_like(np.asarray(src))
         if src._bk is not self._bk:
             src = src.to(self._bk.device)
@@ -680,7 +680,7 @@ class Tensor:
         return self.fill_(0)
 
     def fill_(self, value: Any) -> Tensor:
-        if type(value) is Tensor:
+        if isinstance(value, Tensor):
             value = value.item()
         v = _scalar_for(self._dt, _pyscalar(value))
         if self._bk.is_tracked(self._p) and not self._bk.is_leaf(self._p):
@@ -744,14 +744,14 @@ class Tensor:
         return self._reduce("min", dim, keepdim)
 
     def max(self, dim: Any = None, keepdim: bool = False) -> Any:
-        if type(dim) is Tensor:
+        if isinstance(dim, Tensor):
             return self.maximum(dim)
         if dim is None:
             return self.amax()
         return MinMax(self.amax(dim, keepdim), self.argmax(dim, keepdim))
 
     def min(self, dim: Any = None, keepdim: bool = False) -> Any:
-        if type(dim) is Tensor:
+        if isinstance(dim, Tensor):
             return self.minimum(dim)
         if dim is None:
             return self.amin()
@@ -836,7 +836,7 @@ class Tensor:
 
     # ------------------------------------------------------------------ matmul
     def matmul(self, other: Tensor) -> Tensor:
-        if type(other) is not Tensor:
+        if not isinstance(other, Tensor):
             if isinstance(other, np.ndarray):
                 other = self._from_like(other)
             else:

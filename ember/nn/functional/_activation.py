@@ -1,0 +1,3 @@
+"""TODO(nn): _activation."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""TODO(nn): _attention."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""TODO(nn): _conv."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""TODO(nn): _dropout."""
+
+__all__: list[str] = []

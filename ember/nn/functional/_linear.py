@@ -1,0 +1,3 @@
+"""TODO(nn): _linear."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""TODO(nn): _loss."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""TODO(nn): _misc."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""TODO(nn): _norm."""
+
+__all__: list[str] = []

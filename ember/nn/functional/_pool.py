@@ -1,0 +1,3 @@
+"""TODO(nn): _pool."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""TODO(nn): _sparse."""
+
+__all__: list[str] = []

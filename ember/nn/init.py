@@ -1,0 +1,1 @@
+"""TODO(nn): ember.nn.init."""

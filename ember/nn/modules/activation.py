@@ -1,0 +1,3 @@
+"""TODO(nn): activation layers."""
+
+__all__: list[str] = []

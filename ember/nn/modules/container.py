@@ -1,0 +1,3 @@
+"""TODO(nn): container layers."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""TODO(nn): conv layers."""
+
+__all__: list[str] = []

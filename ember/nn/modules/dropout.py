@@ -1,0 +1,3 @@
+"""TODO(nn): dropout layers."""
+
+__all__: list[str] = []

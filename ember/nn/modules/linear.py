@@ -1,0 +1,3 @@
+"""TODO(nn): linear layers."""
+
+__all__: list[str] = []

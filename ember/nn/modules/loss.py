@@ -1,0 +1,3 @@
+"""TODO(nn): loss layers."""
+
+__all__: list[str] = []

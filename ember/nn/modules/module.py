@@ -1,0 +1,5 @@
+"""TODO(nn): Module."""
+
+
+class Module:
+    pass

@@ -1,0 +1,3 @@
+"""TODO(nn): normalization layers."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""TODO(nn): pooling layers."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""TODO(nn): rnn layers."""
+
+__all__: list[str] = []

@@ -1,0 +1,3 @@
+"""TODO(nn): sparse layers."""
+
+__all__: list[str] = []

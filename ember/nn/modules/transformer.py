@@ -1,0 +1,3 @@
+"""TODO(nn): transformer layers."""
+
+__all__: list[str] = []

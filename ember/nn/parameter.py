@@ -1,0 +1,9 @@
+"""TODO(nn): Parameter and Buffer."""
+
+
+class Parameter:
+    pass
+
+
+class Buffer:
+    pass
