@@ -3,8 +3,11 @@
 ``amp_device`` runs a test on the autodiff devices that stand for each autocast device type
 (Flex and Cube CPU for ``"cpu"``, wgpu, CUDA), among those ``EMBER_TEST_DEVICES`` selects;
 ``amp_dtype(device)`` is the dtype the test autocasts to there. A device that cannot hold that
-dtype is skipped up front, and any case meeting ``UnsupportedDTypeError`` is turned into a skip
-(as in the conformance suite); every other error fails.
+dtype is skipped up front. ``scaler_device`` is the same list for the GradScaler tests (which
+need no half dtype).
+
+Any case meeting ``UnsupportedDTypeError`` is turned into a skip (as in the conformance suite);
+every other error fails.
 """
 
 from __future__ import annotations
@@ -34,8 +37,9 @@ def _params() -> list[Any]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "amp_device" in metafunc.fixturenames:
-        metafunc.parametrize("amp_device", _params())
+    for name in ("amp_device", "scaler_device"):
+        if name in metafunc.fixturenames:
+            metafunc.parametrize(name, _params())
 
 
 def autocast_type(device: ember.Device) -> str:
