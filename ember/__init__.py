@@ -62,6 +62,9 @@ def from_dlpack(obj: Any) -> Tensor:
 #: subpackages reachable as attributes after ``import ember`` (``ember.nn.Linear``, as
 #: ``torch.nn.Linear``) but imported on first use, so ``import ember`` stays cheap
 _LAZY_SUBPACKAGES = frozenset({"cube", "nn", "optim", "utils", "amp"})
+#: names of ``ember.amp.autocast_mode`` that are also ``ember.*`` (``ember.autocast``, as
+#: ``torch.autocast``), loaded on first use like the subpackages
+_LAZY_AMP = frozenset({"autocast", "is_autocast_enabled", "get_autocast_dtype"})
 
 
 def __getattr__(name: str) -> Any:
@@ -72,6 +75,11 @@ def __getattr__(name: str) -> Any:
         mod = importlib.import_module(f".{name}", __name__)
         globals()[name] = mod
         return mod
+    if name in _LAZY_AMP:
+        from .amp import autocast_mode
+
+        value = globals()[name] = getattr(autocast_mode, name)
+        return value
     if name == "inspect_fusion":  # the Fusion layer (and dataclasses) load with the first device
         from .backends.fusion.inspect import inspect_fusion
 
@@ -82,7 +90,8 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Tensor", "Device", "DeviceKind", "DType", "errors", "tracing", "profile", "backend_name", "sync", "inspect_fusion",  # noqa: F405 (__getattr__)
-    "from_dlpack", "set_float32_matmul_precision", "get_float32_matmul_precision",
+    "from_dlpack", "autocast", "is_autocast_enabled", "get_autocast_dtype",  # noqa: F405 (__getattr__)
+    "set_float32_matmul_precision", "get_float32_matmul_precision",
     "no_grad", "enable_grad", "is_grad_enabled", "float32", "float16", "bfloat16", "float64", "int32",
     "int64", "uint8", "bool", "get_default_dtype", "set_default_dtype", "promote_types",
     *_creation_all, *_functional_all,

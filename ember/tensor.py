@@ -39,6 +39,26 @@ MinMax = namedtuple("MinMax", ["values", "indices"])
 _indexing: Any = None
 
 
+class _AutocastGate:
+    """Mixed precision's hook into the ops (``ember.amp.autocast_mode`` fills in the functions).
+
+    ``active`` counts the enabled autocast regions of all threads: outside autocast an op pays
+    one attribute read. Only when it is non-zero does an op ask ``lower``/``fp32`` (which look
+    up the calling thread's state) for its inputs. Kept here so that ``import ember`` does not
+    import ``ember.amp``."""
+
+    __slots__ = ("active", "lower", "fp32", "suspend")
+
+    def __init__(self) -> None:
+        self.active = 0
+        self.lower: Any = None
+        self.fp32: Any = None
+        self.suspend: Any = None
+
+
+_autocast = _AutocastGate()
+
+
 def _index_module() -> Any:
     global _indexing
     from . import indexing
@@ -805,21 +825,26 @@ class Tensor:
         return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
-        t = self if self._dt.is_floating_point else self.float()
+        src = _autocast.fp32(self)[0] if _autocast.active else self  # an autocast float32 op
+        t = src if src._dt.is_floating_point else src.float()
         dims = S.norm_dims(dim, self.ndim)
         if not dims:
             return t
         return _make(t._bk.logsumexp(t._p, dims, keepdim), t._bk, t._dt)
 
     def softmax(self, dim: int, dtype: Any = None) -> Tensor:
-        t = self.to(dtype) if dtype is not None else (self if self._dt.is_floating_point else self.float())
+        # an autocast float32 op, unless dtype= is given (torch's rule)
+        src = _autocast.fp32(self)[0] if _autocast.active and dtype is None else self
+        t = src.to(dtype) if dtype is not None else (src if src._dt.is_floating_point else src.float())
         d = S.norm_dim(dim, self.ndim)
         if self.ndim == 0:
             return t._full_like_shape((), 1.0, t._dt)
         return _make(t._bk.softmax(t._p, d), t._bk, t._dt)
 
     def log_softmax(self, dim: int, dtype: Any = None) -> Tensor:
-        t = self.to(dtype) if dtype is not None else (self if self._dt.is_floating_point else self.float())
+        # an autocast float32 op, unless dtype= is given (torch's rule)
+        src = _autocast.fp32(self)[0] if _autocast.active and dtype is None else self
+        t = src.to(dtype) if dtype is not None else (src if src._dt.is_floating_point else src.float())
         d = S.norm_dim(dim, self.ndim)
         if self.ndim == 0:
             return t._full_like_shape((), 0.0, t._dt)
@@ -842,7 +867,10 @@ class Tensor:
             else:
                 raise TypeError(f"matmul expects a Tensor, got {type(other).__name__}")
         _check_device(self, other)
+        # an autocast lower-precision op (matmul, mm, bmm, @); outside autocast: one attribute read
         a, b = self, other
+        if _autocast.active:
+            a, b = _autocast.lower(a, b)
         if a.ndim == 0 or b.ndim == 0:
             raise ShapeError(f"matmul needs tensors of at least one dimension, got shapes {a.shape} and {b.shape}")
         d = a._dt if a._dt is b._dt else dt.result_type(a, b)
@@ -899,6 +927,9 @@ class Tensor:
     def dot(self, other: Tensor) -> Tensor:
         if self.ndim != 1 or other.ndim != 1:
             raise ShapeError(f"dot expects 1-D tensors, got shapes {self.shape} and {other.shape}")
+        if _autocast.active:  # dot is an autocast "promote" op (torch), not a lower-precision one
+            with _autocast.suspend(self):
+                return self.matmul(other)
         return self.matmul(other)
 
     # ------------------------------------------------------------------ shape
