@@ -84,6 +84,37 @@ def _default_context() -> mp.context.BaseContext:
     return mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
 
 
+def _server_imports_this_ember() -> bool:
+    """Whether a ``python -c`` started now from here (the forkserver) would import this very
+    ember: it ignores the ``sys.path`` changes made at run time (CPython 3.11 does not apply the
+    ``sys_path`` it is handed before preloading), so a preload could load another checkout or
+    installed copy, and every worker would then run that one. Its path is the current directory,
+    ``PYTHONPATH``, then the interpreter's own entries (stdlib, site-packages), then the meta path
+    finders (editable installs). When in doubt: False (the workers import ember themselves)."""
+    import importlib.machinery
+    import sys
+
+    import ember
+
+    here = os.path.realpath(ember.__file__)
+    front = [os.getcwd(), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    prefixes = tuple(os.path.realpath(p) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix})
+    site = [p for p in sys.path if p and os.path.realpath(p).startswith(prefixes)]
+    spec = importlib.machinery.PathFinder.find_spec("ember", front + site)
+    if spec is None:
+        for finder in sys.meta_path:
+            if finder is importlib.machinery.PathFinder or not hasattr(finder, "find_spec"):
+                continue
+            try:
+                spec = finder.find_spec("ember", None)
+            except Exception:  # noqa: BLE001  (a finder that cannot answer: treat as unknown)
+                return False
+            if spec is not None:
+                break
+    origin = getattr(spec, "origin", None)
+    return origin is not None and os.path.realpath(origin) == here
+
+
 def _preload_worker_module(ctx: mp.context.BaseContext) -> None:
     """Add the worker module to the forkserver's preload list (before the server starts).
 
@@ -92,7 +123,7 @@ def _preload_worker_module(ctx: mp.context.BaseContext) -> None:
     handed ``main_path`` under a key get_preparation_data does not write), so nothing is
     imported before the fork. The list has no public getter: read the private one, keep its
     entries, and fall back to torch-like ``["__main__"]``."""
-    if ctx.get_start_method() != "forkserver":
+    if ctx.get_start_method() != "forkserver" or not _server_imports_this_ember():
         return
     import multiprocessing.forkserver as fs
 
