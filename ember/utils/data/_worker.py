@@ -22,9 +22,11 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import queue
 import random
 import signal
 import struct
+import threading
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -291,6 +293,23 @@ def _main_alive(pid: int) -> bool:
     return True
 
 
+def _drain(conn: Any, inbox: queue.SimpleQueue[Any], main_pid: int) -> None:
+    """Move the main process's messages into ``inbox`` as they come; None once it is gone."""
+    try:
+        while True:
+            if not conn.poll(1.0):
+                if not _main_alive(main_pid):
+                    break
+                continue
+            msg = conn.recv()
+            inbox.put(msg)
+            if msg is None:
+                return
+    except (EOFError, OSError):
+        pass
+    inbox.put(None)
+
+
 def worker_loop(worker_id: int, conn: Any, payload: Any, pickled: bool, num_workers: int, base_seed: int,
                 main_pid: int, iterable: bool, auto_collation: bool, drop_last: bool) -> None:
     """The body of worker process ``worker_id``: set up (seeds, default device, the payload,
@@ -330,13 +349,14 @@ def worker_loop(worker_id: int, conn: Any, payload: Any, pickled: bool, num_work
             init_error = _error_body(e, where + " while starting the iteration of the dataset")
     epoch = 0
     exhausted = False
+    # The pipe is drained by a thread of its own: the main process may send tasks while this
+    # thread is blocked sending it a batch it does not read yet (a large batch fills the pipe),
+    # and a send of the main process must never wait for that, or both would wait forever.
+    inbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+    threading.Thread(target=_drain, args=(conn, inbox, main_pid), daemon=True, name="ember-loader-inbox").start()
     try:
         while True:
-            if not conn.poll(1.0):
-                if not _main_alive(main_pid):
-                    return
-                continue
-            msg = conn.recv()
+            msg = inbox.get()
             if msg is None:
                 return
             if msg[0] == "reset":

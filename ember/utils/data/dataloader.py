@@ -455,9 +455,14 @@ class _MultiProcessingDataLoaderIter(_BaseDataLoaderIter):
             pickled = True
         except Exception as e:
             if ctx.get_start_method() != "fork":
-                raise type(e)(f"{e}\nDataLoader workers of the {ctx.get_start_method()!r} start method receive the "
-                              "dataset, collate_fn and worker_init_fn pickled: use module-level functions and "
-                              "picklable objects, or multiprocessing_context='fork' (docs/data.md)") from e
+                msg = (f"{e}\nDataLoader workers of the {ctx.get_start_method()!r} start method receive the "
+                       "dataset, collate_fn and worker_init_fn pickled: use module-level functions and picklable "
+                       "objects, or multiprocessing_context='fork' (docs/data.md)")
+                try:
+                    err = type(e)(msg)
+                except Exception:  # noqa: BLE001  (an exception type that takes other arguments)
+                    err = RuntimeError(msg)
+                raise err from e
             payload, pickled = objects, False  # a forked child inherits the objects themselves
         main_pid = os.getpid()
         try:
