@@ -115,6 +115,8 @@ def test_cpu_device_tensors_with_workers():
     got = list(eud.DataLoader(ds, batch_size=5, num_workers=2, device=cpu))
     assert [b[0].device for b in got] == [cpu] * 3
     np.testing.assert_array_equal(np.concatenate([b[0].numpy() for b in got]), np.arange(24).reshape(12, 2) * 2)
+    pinned = list(eud.DataLoader(ds, batch_size=5, num_workers=1, device=cpu, pin_memory=True))
+    assert [b[1].numpy().tolist() for b in pinned] == [b[1].numpy().tolist() for b in got]
     # without device= the batches are on ember's default device (a worker's batch is numpy)
     b = next(iter(eud.DataLoader(ds, batch_size=5, num_workers=1)))
     assert b[1].device == ember.get_default_device() and b[1].dtype == ember.int64

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from ...tensor import Tensor
+from .dataset import Subset, TensorDataset
 
 __all__ = ["WorkerInfo", "get_worker_info"]
 
@@ -104,8 +105,6 @@ class _Pickler(pickle.Pickler):
                 return (_batch_tensor, (a,))
             return (_worker_tensor, (a, bool(obj.requires_grad)))
         if self.numpy_datasets:
-            from .dataset import TensorDataset
-
             if type(obj) is TensorDataset:
                 arrays = tuple(t.numpy() if isinstance(t, Tensor) else t for t in obj.tensors)
                 return (TensorDataset, arrays)
@@ -156,7 +155,6 @@ class _TensorSource:
     @staticmethod
     def of(dataset: Any) -> _TensorSource | None:
         from .collate import np_str_obj_array_pattern
-        from .dataset import Subset, TensorDataset
 
         maps = []
         d = dataset

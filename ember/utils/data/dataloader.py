@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import math
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -343,8 +344,6 @@ class DataLoader(Generic[T_co]):
         if isinstance(self.dataset, IterableDataset):
             length = len(self.dataset)  # type: ignore[arg-type]
             if self.batch_size is not None:
-                import math
-
                 length = length // self.batch_size if self.drop_last else math.ceil(length / self.batch_size)
             return length
         return len(self._index_sampler)
