@@ -71,7 +71,8 @@ def test_iterable_dataset_sharding_and_out_of_order():
 
 
 def test_worker_error_names_worker_and_index():
-    dl = eud.DataLoader(H.Indexed(12, fail_at=7), batch_size=4, num_workers=2)
+    # through a Subset (random_split's output), which torch fetches with __getitems__
+    dl = eud.DataLoader(eud.Subset(H.Indexed(12, fail_at=7), list(range(12))), batch_size=4, num_workers=2)
     with pytest.raises(ValueError) as e:
         list(dl)
     msg = str(e.value)

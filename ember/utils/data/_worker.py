@@ -201,6 +201,13 @@ class MapFetcher:
         self.collate_fn = collate_fn
         self.stage = _Stage()
         self.fast = _TensorSource.of(dataset) if auto_collation and collate_fn is default_collate else None
+        # torch fetches through __getitems__ where a dataset has one; exact Subsets that only
+        # forward it to per-sample indexing are fetched sample by sample here instead (the
+        # same samples), so that a failure can name the sample
+        inner = dataset
+        while type(inner) is Subset:
+            inner = inner.dataset
+        self.batched = callable(getattr(inner, "__getitems__", None))
 
     def fetch(self, index: Any) -> Any:
         st = self.stage
@@ -209,11 +216,10 @@ class MapFetcher:
             return self.fast.fetch(index)
         ds = self.dataset
         if self.auto_collation:
-            getitems = getattr(ds, "__getitems__", None)
             st.batch = index
-            if callable(getitems):
+            if self.batched:
                 st.what = "batch"
-                data = getitems(index)
+                data = ds.__getitems__(index)
             else:
                 st.what = "sample"
                 data = []
