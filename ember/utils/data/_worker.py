@@ -271,6 +271,7 @@ class IterableFetcher:
 
 def make_fetcher(iterable: bool, dataset: Any, auto_collation: bool, collate_fn: Callable[[Any], Any],
                  drop_last: bool) -> MapFetcher | IterableFetcher:
+    """The fetcher of a dataset (torch's ``_DatasetKind.create_fetcher``)."""
     cls = IterableFetcher if iterable else MapFetcher
     return cls(dataset, auto_collation, collate_fn, drop_last)
 
