@@ -80,6 +80,8 @@ def config_main(argv: Sequence[str]) -> int:
     used = config.files()
     print()
     print("config files: " + (", ".join(str(p) for p in used) if used else "none found"))
+    for path, key, why in config.ignored():
+        print(f"ignored:      {key} from {path} (the file is {why})")
     print(f"cache root:   {cache_root()}")
     return 0
 
