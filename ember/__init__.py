@@ -52,6 +52,13 @@ def sync(device: Device | None = None) -> None:
     (device or get_default_device()).sync()  # noqa: F405
 
 
+def empty_cache() -> int:
+    """As ``torch.cuda.empty_cache``, for every device: cached pool memory goes back; returns bytes freed."""
+    from .cube.runtime.pool import empty_cache as _empty_cache
+
+    return _empty_cache()
+
+
 def from_dlpack(obj: Any) -> Tensor:
     """An ember tensor sharing another framework's tensor (``__dlpack__``); see ``ember.dlpack``."""
     from .dlpack import from_dlpack as _from_dlpack
@@ -91,7 +98,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Tensor", "Device", "DeviceKind", "DType", "errors", "tracing", "profile", "backend_name", "sync", "inspect_fusion",  # noqa: F405 (__getattr__)
     "from_dlpack", "autocast", "is_autocast_enabled", "get_autocast_dtype",  # noqa: F405 (__getattr__)
-    "set_float32_matmul_precision", "get_float32_matmul_precision",
+    "empty_cache", "set_float32_matmul_precision", "get_float32_matmul_precision",
     "no_grad", "enable_grad", "is_grad_enabled", "float32", "float16", "bfloat16", "float64", "int32",
     "int64", "uint8", "bool", "get_default_dtype", "set_default_dtype", "promote_types",
     *_creation_all, *_functional_all,

@@ -9,6 +9,11 @@ with the target's compiler and compiles it (NVRTC to a cubin for ``--arch``). Ke
 deduplicated by KernelId exactly as on a real device, so the set checked is the set a device
 would compile. Ops whose host logic needs real data (none today, at worst a few) are counted
 as ``skipped``, never as passing; compilation errors are failures with the compiler's log.
+
+``ember compile-check c --checked`` does the same for the CPU runtime's C target in checked
+mode (``EMBER_CUBE_CHECKED=1``: every array access bounds-tested): each distinct kernel goes
+through the C compiler's full semantic analysis (``-fsyntax-only``, the configured compiler and
+flags), so a built-in kernel that checked mode cannot compile fails the check, not a user's run.
 """
 
 from __future__ import annotations
@@ -322,13 +327,18 @@ def run_check(
     limit: int | None = None,
     keep_sources: dict[str, str] | None = None,
     fresh: bool = False,
+    checked: bool = False,
 ) -> CheckReport:
-    """Render the selected op families for ``target`` and compile every distinct kernel (a
-    cubin the store already holds for the exact source and NVRTC is taken from it unless
-    ``fresh``; new cubins are stored, as the cuda runtime would)."""
-    if target != "cuda":
-        raise ValueError(f"compile-check knows the cuda target only, got {target!r}")
+    """Render the selected op families for ``target`` (``cuda``, or ``c``: the CPU runtime's C)
+    and compile every distinct kernel (a cubin the store already holds for the exact source and
+    NVRTC is taken from it unless ``fresh``; new cubins are stored, as the cuda runtime would).
+    ``checked``: the C target in checked mode (bounds-tested accesses)."""
+    if target not in ("cuda", "c"):
+        raise ValueError(f"compile-check knows the cuda and c targets, got {target!r}")
     from .backends.cube.backend import CubeBackend
+
+    if target == "c":
+        return _run_c(dtypes, families, jobs, limit, keep_sources, checked)
     from .cube.compiler.cuda import CudaCompiler
     from .cube.runtime.cuda_nvrtc import nvrtc, stored_compile
 
@@ -342,17 +352,7 @@ def run_check(
     sweep = _sweep(bk, dtypes or dt.ALL, fams)
     if "fusion" in fams:
         sweep = itertools.chain(sweep, _fusion_sweep(bk, dtypes or dt.ALL))
-    for label, fn, args in sweep:
-        rep.ops += 1
-        n_err = len(client.server.render_errors)
-        try:
-            fn(*args)
-        except Exception as e:  # noqa: BLE001 - recorded; render errors are failures
-            if len(client.server.render_errors) > n_err:
-                entry, msg = client.server.render_errors[-1]
-                rep.failures.append((f"{label} ({entry})", msg))
-            else:
-                rep.skipped.append((label, f"{type(e).__name__}: {e}".splitlines()[0]))
+    _render_sweep(client, sweep, rep)
     rep.render_seconds = time.perf_counter() - t0
     pipes = list(client.server.pipelines.values())
     if limit is not None and len(pipes) > limit:
@@ -427,12 +427,92 @@ def run_check(
     return rep
 
 
+def _render_sweep(client: CompileOnlyClient, sweep: Iterable[tuple[str, Callable[..., Any], tuple]],
+                  rep: CheckReport) -> None:
+    for label, fn, args in sweep:
+        rep.ops += 1
+        n_err = len(client.server.render_errors)
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001 - recorded; render errors are failures
+            if len(client.server.render_errors) > n_err:
+                entry, msg = client.server.render_errors[-1]
+                rep.failures.append((f"{label} ({entry})", msg))
+            else:
+                rep.skipped.append((label, f"{type(e).__name__}: {e}".splitlines()[0]))
+
+
+def _run_c(
+    dtypes: Iterable[dt.DType] | None,
+    families: Iterable[str] | None,
+    jobs: int,
+    limit: int | None,
+    keep_sources: dict[str, str] | None,
+    checked: bool,
+) -> CheckReport:
+    """The C target: render the sweep with the CPU runtime's C compiler and run the system C
+    compiler's semantic analysis on every distinct kernel (``-fsyntax-only``: type errors,
+    undeclared names, bad conditionals; no code generation, so a few hundred kernels take
+    seconds)."""
+    import os
+    import subprocess
+    import tempfile
+
+    from .backends.cube.backend import CubeBackend
+    from .cube.compiler.c import CCompiler
+    from .cube.runtime.cpu import CToolchain
+
+    tc = CToolchain()
+    tc.ensure()
+    arch = "checked" if checked else "plain"
+    client = CompileOnlyClient("cpu", CCompiler(checked=checked), arch)
+    bk = CubeBackend(client)
+    rep = CheckReport("c", arch)
+    fams = set(families or FAMILIES)
+    t0 = time.perf_counter()
+    sweep = _sweep(bk, dtypes or dt.ALL, fams)
+    if "fusion" in fams:
+        sweep = itertools.chain(sweep, _fusion_sweep(bk, dtypes or dt.ALL))
+    _render_sweep(client, sweep, rep)
+    rep.render_seconds = time.perf_counter() - t0
+    pipes = list(client.server.pipelines.values())
+    if limit is not None and len(pipes) > limit:
+        step = len(pipes) / max(limit, 1)
+        pipes = [pipes[int(i * step)] for i in range(limit)]
+    rep.kernels = len(pipes)
+    flags = [f for f in tc.flags if f not in ("-shared", "-fPIC")]
+
+    def build(p: _Rendered, d: str) -> tuple[_Rendered, str | None]:
+        src = os.path.join(d, f"{p.entry}.c")
+        with open(src, "w") as f:
+            f.write(p.source.source)
+        try:
+            r = subprocess.run([*tc.command, *flags, "-fsyntax-only", src], capture_output=True, text=True,
+                               timeout=300)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return p, str(e)
+        return p, None if r.returncode == 0 else (r.stderr or r.stdout or f"exit {r.returncode}")
+
+    t1 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="ember-check-") as d, ThreadPoolExecutor(max(1, jobs)) as ex:
+        for p, err in ex.map(lambda p: build(p, d), pipes):
+            if keep_sources is not None:
+                keep_sources[p.entry] = p.source.source
+            if err is None:
+                rep.compiled += 1
+            else:
+                rep.failures.append((p.entry, err))
+    rep.compile_seconds = time.perf_counter() - t1
+    return rep
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import os
 
     p = argparse.ArgumentParser(prog="ember compile-check", description=__doc__.splitlines()[0])
-    p.add_argument("target", choices=["cuda"])
+    p.add_argument("target", choices=["cuda", "c"])
+    p.add_argument("--checked", action="store_true", help="c target: checked mode (bounds-tested accesses)")
     p.add_argument("--arch", default="sm_90")
     p.add_argument("--dtypes", default="", help="comma-separated dtype names (default: all)")
     p.add_argument("--families", default="", help=f"comma-separated, of {','.join(FAMILIES)} (default: all)")
@@ -444,12 +524,12 @@ def main(argv: list[str] | None = None) -> int:
     dtypes = [dt.as_dtype(n) for n in a.dtypes.split(",") if n] if a.dtypes else None
     fams = [f for f in a.families.split(",") if f] or None
     keep: dict[str, str] | None = {} if a.sources else None
-    rep = run_check(a.target, a.arch, dtypes, fams, a.jobs, keep_sources=keep, fresh=a.fresh)
+    rep = run_check(a.target, a.arch, dtypes, fams, a.jobs, keep_sources=keep, fresh=a.fresh, checked=a.checked)
     if keep is not None:
         os.makedirs(a.sources, exist_ok=True)
         for entry, src in keep.items():
             with open(os.path.join(a.sources, f"{entry}.cu"), "w") as f:
-                f.write(src)
+                f.write(src)  # .cu names for both targets: the folder is for reading
     for name, log in rep.failures:
         print(f"FAILED {name}\n    " + "\n    ".join(log.strip().splitlines()[:12]))
     if a.verbose:

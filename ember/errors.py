@@ -65,6 +65,20 @@ class OutOfMemoryError(EmberError, MemoryError):
     """A device allocation failed even after cached blocks were released."""
 
 
+class KernelBoundsError(EmberError, IndexError):
+    """Checked mode (``EMBER_CUBE_CHECKED=1``): a kernel read or wrote outside an array. Names the
+    kernel, the array and the first bad index (in the array's lines of ``width`` elements); the
+    access itself read 0 or was dropped."""
+
+    def __init__(self, kernel: str, array: str, index: int, length: int, width: int = 1) -> None:
+        self.kernel, self.array, self.index, self.length, self.width = kernel, array, index, length, width
+        unit = f" (lines of {width} elements)" if width > 1 else ""
+        super().__init__(
+            f"kernel {kernel} accessed {array} at index {index}, outside its {length} elements{unit} "
+            "(checked mode: the first bad access of the launch)"
+        )
+
+
 def __getattr__(name: str) -> type:
     # the kernel language's error lives with the language; re-exported here lazily so that
     # importing ember.errors does not import the compiler

@@ -372,6 +372,13 @@ def _meta_getter(slot: InfoSlot, k: int, width: int) -> Any:
             return n // width
 
         return g
+    if slot.kind == "extent":  # checked mode: lines from the view's start to its buffer's end
+
+        def extent(args: Any, ts: list[CubeTensor]) -> int:
+            t = ts[k]
+            return max(0, t.buffer.nbytes // t.dtype.itemsize - t.offset) // width
+
+        return extent
     d = slot.dim
     if slot.kind == "shape":
         return lambda args, ts: ts[k].shape[d]

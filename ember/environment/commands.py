@@ -80,23 +80,40 @@ def config_main(argv: Sequence[str]) -> int:
     used = config.files()
     print()
     print("config files: " + (", ".join(str(p) for p in used) if used else "none found"))
+    for path, key, why in config.ignored():
+        print(f"ignored:      {key} from {path} (the file is {why})")
     print(f"cache root:   {cache_root()}")
     return 0
 
 
 def cache_main(argv: Sequence[str]) -> int:
-    """``ember cache list | show <namespace> | clear [namespace]``."""
+    """``ember cache list | show <namespace> | clear [namespace] | prune [--max-size SIZE]``."""
     parser = argparse.ArgumentParser(prog="ember cache", description="Inspect or clear ember's cache store.")
-    sub = parser.add_subparsers(dest="cmd", metavar="{list,show,clear}")
+    sub = parser.add_subparsers(dest="cmd", metavar="{list,show,clear,prune}")
     sub.add_parser("list", help="namespaces with their entry counts, and where the store is")
     show = sub.add_parser("show", help="entries of the namespaces under a prefix")
     show.add_argument("namespace", help="namespace or prefix, e.g. autotune or compile/cpu")
     clear = sub.add_parser("clear", help="remove entries (all, or those under a namespace prefix)")
     clear.add_argument("namespace", nargs="?", help="namespace prefix; omitted: everything")
+    prune = sub.add_parser(
+        "prune", help="evict least recently used artifacts down to cache.max_size; remove orphans and stale temporaries"
+    )
+    prune.add_argument("--max-size", help="size to prune to (bytes, or 512M / 5G); default: cache.max_size")
     args = _parse(parser, argv)
     if isinstance(args, int):
         return args
     store = get_store()
+    if args.cmd == "prune":
+        try:
+            limit = config.parse_size(args.max_size) if args.max_size else config.get("cache.max_size")
+        except ValueError as e:
+            print(f"ember cache prune: {e}", file=sys.stderr)
+            return 2
+        before = store.size()
+        n, freed = store.prune(limit)
+        print(f"pruned {n} file{'' if n == 1 else 's'} ({freed} bytes) in {store.describe()}: "
+              f"{before} -> {store.size()} bytes (limit {limit})")
+        return 0
     if args.cmd in (None, "list"):
         return _list(store)
     if args.cmd == "show":

@@ -22,6 +22,14 @@ Invariants:
 * Relative paths (``cache.root``, ``debug.log``) are made absolute when read: relative to the
   file's directory for a file, to the working directory for a variable. The words ``user`` /
   ``project`` (cache.root) and ``stdout`` / ``stderr`` (debug.log) are not paths.
+* Keys marked ``trusted`` (``cpu.cc`` and ``cpu.cflags`` run a program or pass it flags;
+  ``cache.root`` and ``debug.log`` move where ember writes and what it loads) are read from a
+  file only when the file is owned by the current user (or root) and not writable by group or
+  others (``trust.unsafe_reason``): an ``ember.toml`` planted in a shared directory above the
+  working directory must not run a command for everyone working below it (as git's
+  ``safe.directory``). Otherwise the key is ignored with one ``ConfigWarning`` naming the file,
+  and ``ember config`` lists it (``ignored()``). Environment variables stay trusted: whoever sets
+  them already runs code as the user.
 """
 
 from __future__ import annotations
@@ -49,6 +57,8 @@ __all__ = [
     "env_name",
     "override",
     "project_dir",
+    "ignored",
+    "parse_size",
 ]
 
 #: autotune levels, from cheapest to most thorough
@@ -62,19 +72,25 @@ class ConfigWarning(UserWarning):
 @dataclass(frozen=True, slots=True)
 class _Spec:
     default: Any
-    kind: str  # "bool" | "int" | "str" | "choice" | "path"
+    kind: str  # "bool" | "int" | "str" | "choice" | "path" | "size"
     doc: str
     optional: bool = False  # None is a valid value (meaning "unset")
     words: tuple[str, ...] = ()  # "choice": the allowed values; "path": words that are not paths
     minimum: int | None = None  # "int" only
     off_words: tuple[str, ...] = ("", "none")  # optional keys: env values that mean None
+    #: runs a program, passes it flags or moves where ember writes: only from safe files
+    trusted: bool = False
 
 
 # The one table of keys. Everything else (env names, validation, `ember config`) derives from it.
 _SPECS: dict[str, _Spec] = {
     "compilation.cache": _Spec(True, "bool", "persist compiled kernels in the cache store"),
     "cache.root": _Spec(
-        "user", "path", "cache directory: user | project | a path", words=("user", "project")
+        "user", "path", "cache directory: user | project | a path", words=("user", "project"), trusted=True
+    ),
+    "cache.max_size": _Spec(
+        5 << 30, "size", "largest size of the cache store (bytes, or 512M / 5G); least recently used go first",
+        minimum=0,
     ),
     "debug.log": _Spec(
         None,
@@ -83,6 +99,7 @@ _SPECS: dict[str, _Spec] = {
         optional=True,
         words=("stdout", "stderr"),
         off_words=("", "0", "none", "off", "false", "no"),
+        trusted=True,
     ),
     "debug.log_categories": _Spec(
         None,
@@ -96,9 +113,13 @@ _SPECS: dict[str, _Spec] = {
     "fusion.enabled": _Spec(True, "bool", "put the fusion decorator on JIT devices"),
     "fusion.queue_limit": _Spec(256, "int", "operations queued before a stream drains", minimum=1),
     "wgpu.default_device": _Spec(None, "str", "adapter used by Device.wgpu() default", optional=True),
-    "cpu.cc": _Spec(None, "str", "C compiler of the cpu runtime (unset: $CC or cc)", optional=True),
+    "cpu.cc": _Spec(None, "str", "C compiler of the cpu runtime (unset: $CC or cc)", optional=True, trusted=True),
     "cpu.cflags": _Spec(
-        "-O3 -march=native -fopenmp -fPIC -shared", "str", "flags of the cpu runtime's C compiler"
+        "-O3 -march=native -fopenmp -fPIC -shared", "str", "flags of the cpu runtime's C compiler", trusted=True
+    ),
+    "cpu.pool_limit": _Spec(
+        1 << 30, "size", "host memory the cpu pool keeps for reuse after tensors die (bytes, or 256M / 1G)",
+        minimum=0,
     ),
     "cpu.channel": _Spec(
         "inline", "choice", "how the cpu runtime reaches its DSD stage: inline (measured faster) | thread",
@@ -120,6 +141,7 @@ _lock = threading.RLock()
 _values: dict[str, Any] | None = None  # None until the first get(); replaced whole on reload
 _origins: dict[str, str] = {}
 _files: list[Path] = []
+_ignored: list[tuple[Path, str, str]] = []  # (file, key, why) of trusted keys an unsafe file set
 _generation = 0
 _overrides: list[dict[str, Any]] = []  # stack of validated override() layers
 
@@ -164,6 +186,13 @@ def files() -> list[Path]:
     """The configuration files that the current values were read from."""
     get("cache.root")  # make sure they were loaded
     return list(_files)
+
+
+def ignored() -> list[tuple[Path, str, str]]:
+    """``(file, key, reason)`` of every trusted key a config file set that was ignored because the
+    file is not safe (another owner, or writable by group/others)."""
+    get("cache.root")
+    return list(_ignored)
 
 
 def generation() -> int:
@@ -242,8 +271,9 @@ def _nearest(name: str) -> Path | None:
 def _load() -> dict[str, Any]:
     """Build the value table from every source. Warnings are emitted after the lock is released, so a
     ``-W error`` filter raises to the caller without leaving the module half-loaded."""
-    global _values, _origins, _files, _generation
+    global _values, _origins, _files, _generation, _ignored
     problems: list[str] = []
+    refused: list[tuple[Path, str, str]] = []
     with _lock:
         if _values is not None:
             return _values
@@ -258,14 +288,14 @@ def _load() -> dict[str, Any]:
             if table is not None:
                 found.append(pyproject)
                 if isinstance(table, dict):
-                    _apply_table(table, pyproject, "tool.ember.", values, origins, problems)
+                    _apply_table(table, pyproject, "tool.ember.", values, origins, problems, refused)
                 else:
                     problems.append(f"{pyproject}: [tool.ember] must be a table")
 
         ember_toml = _nearest("ember.toml")
         if ember_toml is not None:
             found.append(ember_toml)
-            _apply_table(_read_toml(ember_toml, problems), ember_toml, "", values, origins, problems)
+            _apply_table(_read_toml(ember_toml, problems), ember_toml, "", values, origins, problems, refused)
 
         dirs = _search_dirs()
         cwd = dirs[0] if dirs else Path("/")
@@ -292,8 +322,17 @@ def _load() -> dict[str, Any]:
             if cc:
                 origins["cpu.cc"] = "env:CC"
 
-        _values, _origins, _files = values, origins, found
+        _values, _origins, _files, _ignored = values, origins, found, refused
         _generation += 1
+        by_file: dict[Path, list[str]] = {}
+        for path, key, _why in refused:
+            by_file.setdefault(path, []).append(key)
+        for path, names in by_file.items():  # one warning per unsafe file
+            why = next(w for p, _, w in refused if p == path)
+            problems.append(
+                f"{path}: ignored {', '.join(names)}: the file is {why}; settings that run a program or move "
+                "the cache are read only from files owned by you (or root) and not writable by others"
+            )
     for msg in problems:
         warnings.warn(msg, ConfigWarning, stacklevel=3)
     return values
@@ -315,7 +354,10 @@ def _apply_table(
     values: dict[str, Any],
     origins: dict[str, str],
     problems: list[str],
+    refused: list[tuple[Path, str, str]] | None = None,
 ) -> None:
+    why_unsafe: list[str | None] = []  # the file's safety, checked at the first trusted key
+
     for section, sub in table.items():
         if not isinstance(sub, dict):
             problems.append(f"{path}: unknown ember config key '{prefix}{section}' (ignored)")
@@ -326,11 +368,64 @@ def _apply_table(
             if spec is None:
                 problems.append(f"{path}: unknown ember config key '{prefix}{key}' (ignored)")
                 continue
+            if spec.trusted:
+                if not why_unsafe:
+                    why_unsafe.append(_file_unsafe(path))
+                if why_unsafe[0] is not None:
+                    if refused is not None:
+                        refused.append((path, key, why_unsafe[0]))
+                    continue
             try:
                 values[key] = _from_toml(key, spec, raw, path.parent)
                 origins[key] = str(path)
             except ValueError as e:
                 problems.append(f"{path}: key '{prefix}{key}': {e} (ignored)")
+
+
+def _file_unsafe(path: Path) -> str | None:
+    """Why a config file may not set trusted keys (None: it may). The file itself is checked; its
+    directory too, where others may write it without the sticky bit (they could replace the file)."""
+    from . import trust
+
+    try:
+        why = trust.unsafe_reason(os.stat(path))
+        if why is not None:
+            return why
+        dst = os.stat(path.parent)
+        if dst.st_mode & 0o002 and not dst.st_mode & 0o1000 and trust.unsafe_reason(dst) is not None:
+            return f"in {path.parent}, which others may write (mode {dst.st_mode & 0o7777:04o}, no sticky bit)"
+    except OSError as e:
+        return f"not checkable ({e.strerror or e})"
+    return None
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mb": 1 << 20,
+               "mib": 1 << 20, "g": 1 << 30, "gb": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tb": 1 << 40,
+               "tib": 1 << 40}
+
+
+def parse_size(value: Any) -> int:
+    """Bytes of a size setting: an int, or text such as ``512M``, ``5G``, ``1.5GiB`` (binary units)."""
+    if isinstance(value, bool):
+        raise ValueError(f"expected a size, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"expected a size >= 0, got {value}")
+        return value
+    if not isinstance(value, str):
+        raise ValueError(f"expected a size (bytes, or text such as 512M), got {value!r}")
+    text = value.strip().lower().replace(" ", "")
+    num = text.rstrip("kmgtib")
+    unit = text[len(num):]
+    if unit not in _SIZE_UNITS:
+        raise ValueError(f"expected a size such as 512M or 5G, got {value!r}")
+    try:
+        n = float(num)
+    except ValueError:
+        raise ValueError(f"expected a size such as 512M or 5G, got {value!r}") from None
+    if not n >= 0 or n == float("inf"):
+        raise ValueError(f"expected a size >= 0, got {value!r}")
+    return int(n * _SIZE_UNITS[unit])
 
 
 def _resolve_path(spec: _Spec, text: str, base: Path) -> str:
@@ -367,6 +462,8 @@ def _from_text(key: str, spec: _Spec, raw: str, base: Path) -> Any:
         if not text:
             raise ValueError("expected a path")
         return _resolve_path(spec, text, base)
+    if spec.kind == "size":
+        return parse_size(text)
     return raw
 
 
@@ -390,6 +487,8 @@ def _from_toml(key: str, spec: _Spec, raw: Any, base: Path) -> Any:
         if spec.optional and raw.strip() == "":
             return None
         return _resolve_path(spec, raw.strip(), base)
+    if spec.kind == "size":
+        return parse_size(raw)
     # "str": lists of strings are joined (debug.log_categories = ["compilation", "autotune"])
     if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
         return ",".join(raw)

@@ -303,7 +303,7 @@ def _hold_write_transaction(db: str, ready) -> None:
     conn.execute("BEGIN IMMEDIATE")
     for i in range(2000):
         conn.execute(
-            "INSERT INTO entries (namespace, key, value, updated) VALUES ('doomed', ?, ?, 0)",
+            "INSERT INTO entries (namespace, key, value, updated, mac) VALUES ('doomed', ?, ?, 0, '')",
             (str(i), os.urandom(200)),
         )
     ready.set()

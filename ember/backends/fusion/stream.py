@@ -239,8 +239,16 @@ class Stream:
         inner = self.owner.inner
         stats = self.owner.stats
         stats.last_blocks = ran = []
+        # A failed op fails only what depends on it (docs/evaluation.md): the ops after it still
+        # run unless one of their inputs is a result that was never computed (an unfused block
+        # goes op by op; a fused block fails or skips whole). The first failure is raised once
+        # every independent op has run.
+        failure: list[Exception] = []
+        missing: set[int] = set()  # ids of results of failed or skipped ops
         for block in plan.blocks:
-            self._run_block(block, ops[block.start:block.stop], inner, env, stats, ran)
+            self._run_block(block, ops[block.start:block.stop], inner, env, stats, ran, failure, missing)
+        if failure:
+            raise failure[0]
         return ran
 
     def _execute_or_replay(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any], values: list[Any],
@@ -293,26 +301,48 @@ class Stream:
 
     @staticmethod
     def _run_block(block: Block, block_ops: list[OperationIr], inner: Any, env: dict[int, Any],
-                   stats: FusionStats, ran: list[tuple[str, list[str]]]) -> None:
-        try:
-            if block.fuser is not None:
-                stats.fused_blocks += 1
+                   stats: FusionStats, ran: list[tuple[str, list[str]]], failure: list[Exception],
+                   missing: set[int]) -> None:
+        """Run one block; an op (unfused) or the block (fused) whose inputs include a ``missing``
+        result is skipped, one that raises joins ``missing`` and its exception ``failure``."""
+        def depends(group: list[OperationIr]) -> bool:
+            return bool(missing) and any(t.id in missing for o in group for t in o.inputs)
+
+        def failed(group: list[OperationIr], e: Exception | None) -> None:
+            for o in group:
+                for t in o.outputs:
+                    missing.add(t.id)
+                    env.pop(t.id, None)  # a fused block may have written some of its results
+            if e is not None:
+                names = ", ".join(o.op for o in block_ops)
+                e.add_note(f"ember: raised while executing the queued block [{names}] of a fusion stream")
+                failure.append(e)
+
+        if block.fuser is not None:
+            if depends(block_ops):
+                return failed(block_ops, None)
+            stats.fused_blocks += 1
+            try:
                 if tracing.active:
                     with tracing.span("fuse", layer="fusion", fuser=block.fuser.name, ops=len(block_ops)):
                         block.fuser.execute(inner, block_ops, block.data, env)
                 else:
                     block.fuser.execute(inner, block_ops, block.data, env)
-            else:
-                stats.unfused_ops += len(block_ops)
-                for o in block_ops:
+            except Exception as e:
+                return failed(block_ops, e)
+        else:
+            stats.unfused_ops += len(block_ops)
+            for o in block_ops:
+                if depends([o]):
+                    failed([o], None)
+                    continue
+                try:
                     args = tuple(_map_args(a, env) for a in o.args)
                     if o.op in INDEX_OPS:
                         args = checked_args(inner, o.op, args)
                     env[o.outputs[0].id] = getattr(inner, o.op)(*args)
-        except Exception as e:
-            names = ", ".join(o.op for o in block_ops)
-            e.add_note(f"ember: raised while executing the queued block [{names}] of a fusion stream")
-            raise
+                except Exception as e:
+                    failed([o], e)
         ran.append((getattr(block.fuser, "name", "unfused"), [o.op for o in block_ops]))
 
 

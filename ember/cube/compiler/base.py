@@ -39,7 +39,8 @@ class Capabilities:
 class InfoSlot:
     """One 64-bit word of the ``info`` argument: a scalar parameter or array metadata.
 
-    kind: "scalar" (``param`` its index, ``elem`` its type), "len", "shape", "stride"
+    kind: "scalar" (``param`` its index, ``elem`` its type), "len", "shape", "stride", "extent"
+    (checked mode: lines from the view's offset to the end of its buffer, the bounds tests' limit)
     (``param`` the array parameter, ``dim`` the dimension).
     """
 
@@ -200,9 +201,9 @@ class CStyleCompiler:
                     need[key] = None  # every dim, in order
         for p in k.arrays:
             param = p.var.param
-            if self.checked:
-                need.setdefault(("len", param), set()).add(0)
-            for kind in ("len", "shape", "stride"):
+            if self.checked:  # the bounds tests' limit: elements from the view's start to its buffer's end
+                need.setdefault(("extent", param), set()).add(0)
+            for kind in ("len", "shape", "stride", "extent"):
                 dims = need.get((kind, param), set())
                 if dims is None:
                     dims = set(range(p.var.rank))

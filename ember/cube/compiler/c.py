@@ -327,6 +327,8 @@ class CCompiler(CStyleCompiler):
         out = Lines()
         out(f"/* ember cube kernel {k.name} -> {k.entry} */")
         out.out.append(PRELUDE.strip("\n"))
+        if self.checked:
+            out.out.append(_oob_prelude(em.oob_names))
         for vt, (ct, w) in sorted(em.vectors.items()):
             size = w * _size(ct)
             out(f"typedef {ct} {vt} __attribute__((vector_size({size})));")
@@ -410,6 +412,26 @@ def buffer_access(k: ir.KernelIr) -> tuple[set[int], set[int]]:
     return written, aliased
 
 
+def _oob_prelude(names: list[str]) -> str:
+    """Checked mode's record of the first out-of-range access (``em_oob_hit``) and its accessors
+    (``em_oob_state``: hits, array number, index, length, line width; ``em_oob_array``: a name).
+    Static, so each kernel's shared object has its own record."""
+    table = ", ".join('"' + n.replace("\\", "").replace('"', "'") + '"' for n in names) or '""'
+    return f"""static uint64_t em_oob[5];
+static const char *const em_oob_names[] = {{{table}}};
+static int em_oob_hit(uint64_t a, uint64_t i, uint64_t n, uint64_t w) {{
+    uint64_t z = 0;
+    if (__atomic_compare_exchange_n(&em_oob[0], &z, 1, 0, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {{
+        em_oob[1] = a; em_oob[2] = i; em_oob[3] = n; em_oob[4] = w;
+    }}
+    return 0;
+}}
+uint64_t *em_oob_state(void) {{ return em_oob; }}
+const char *em_oob_array(uint64_t a) {{
+    return a < sizeof em_oob_names / sizeof em_oob_names[0] ? em_oob_names[a] : "?";
+}}"""
+
+
 def _size(ctype: str) -> int:
     return {
         "float": 4,
@@ -483,6 +505,8 @@ class _Emitter(Emitter):
         self.n_regions = 0
         self.label = ""
         self.masks: list[str] = []
+        #: checked mode: names of the arrays bounds tests report (index = the array's number)
+        self.oob_names: list[str] = []
         self.vectors: dict[str, tuple[str, int]] = {}
         #: (libm function, vector type, C element type, width) of the vector-math helpers used
         self.vmath: set[tuple[str, str, str, int]] = set()
@@ -858,11 +882,28 @@ class _Emitter(Emitter):
         return f"{p}[{i}] = {v};"
 
     def in_bounds(self, arr: Var, i: str) -> str | None:
-        """The bounds test of index ``i`` (in lines) when the compiler is checked."""
+        """The bounds test of index ``i`` (in lines) when the compiler is checked: true in range;
+        out of range it records the first bad access (``em_oob_hit``: array, index, length) for
+        the runtime to raise, and is false (the read gives 0, the write is dropped)."""
         if not self.c.checked:
             return None
-        limit = self.meta_name(arr, "len", 0) if arr.kind == ARRAY else f"{arr.size}u"
-        return f"((size_t)({i}) < (size_t){limit})"
+        # an array's limit is its view's extent in its buffer, not its element count: a strided
+        # window (cat's destination) reaches past ``len`` within memory it may use
+        limit = self.meta_name(arr, "extent", 0) if arr.kind == ARRAY else f"{arr.size}u"
+        name = arr.name or f"array{arr.id}"
+        if arr.kind == ARRAY:
+            name = f"{name} (argument {arr.param})"
+        elif arr.kind == LOCAL_ARRAY:
+            name = f"{name} (local array)"
+        else:
+            name = f"{name} (shared array)"
+        if name not in self.oob_names:
+            self.oob_names.append(name)
+        a = self.oob_names.index(name)
+        return (
+            f"(((size_t)({i}) < (size_t){limit}) || "
+            f"em_oob_hit({a}u, (uint64_t)(int64_t)({i}), (uint64_t){limit}, {arr.type.width}u))"
+        )
 
     def load(self, out: Var, arr: Var, idx: Any) -> None:
         t = arr.type
@@ -872,13 +913,16 @@ class _Emitter(Emitter):
             tgt = self.declare(out)
             elem = self.load_scalar(t.elem, p, f"(size_t)({i}) * {t.width} + l_")
             loop = f"for (int l_ = 0; l_ < {t.width}; ++l_) {tgt}[l_] = {elem};"
-            self.out(loop if ok is None else f"if ({ok}) {{ {loop} }} else {tgt} = {self.zero(t)};")
+            zero = f"for (int l_ = 0; l_ < {t.width}; ++l_) {tgt}[l_] = 0;"
+            self.out(loop if ok is None else f"if ({ok}) {{ {loop} }} else {{ {zero} }}")
             return
         if t.width == 1:
             expr = self.load_scalar(t.elem, p, i)
+            zero = self.zero(t)
         else:
             expr = f"*(const {self.svt(t)} *)({p} + (size_t)({i}) * {t.width})"
-        self.define(out, expr if ok is None else f"({ok} ? {expr} : {self.zero(t)})")
+            zero = f"({self.svt(t)}){{0}}"  # the load's own type: both arms of ?: must agree
+        self.define(out, expr if ok is None else f"({ok} ? {expr} : {zero})")
 
     def store(self, arr: Var, idx: Any, value: Any) -> None:
         ok = self.in_bounds(arr, self.val(idx))

@@ -5,7 +5,11 @@ on a miss expand the kernel to IR, render C, then either load the shared object 
 already holds for that exact source and toolchain, or run ``$CC`` and put the result in the
 store. Artifacts live under namespace ``compile/cpu/<toolchain fingerprint>`` keyed by
 sha256(source + compiler path + ``cc --version`` + flags + ember version); the store checks
-each file's content hash before handing it out.
+each file's content hash (and the row's MAC) before handing it out.
+
+Loading (docs/security.md): the bytes the store verified are written to a fresh 0600 file
+(``O_EXCL``) in this process's private 0700 directory and that file is ``dlopen``-ed, so what
+is loaded is exactly what was checked, whatever happens to the cache file meanwhile.
 
 A warm process skips the expansion and rendering of ember's own kernels (tens of milliseconds
 each): ``cpu_index`` maps their KernelId to the artifact.
@@ -128,7 +132,12 @@ class CToolchain:
             key = self._probe_key()
             st = _store(store)
             known = st.get_json("compile/cpu/toolchains", key) if st is not None else None
-            if known and known.get("ok") and "mvec" in known:
+            if (
+                isinstance(known, dict)
+                and known.get("ok") is True
+                and isinstance(known.get("version"), str)
+                and isinstance(known.get("mvec"), bool)
+            ):
                 self._version = known["version"]
                 self._use_mvec(known["mvec"])
                 return
@@ -159,7 +168,9 @@ class CToolchain:
             "void ember_mvec(float *x) { v4 v; __builtin_memcpy(&v, x, 16); v = _ZGVbN4v_expf(v);"
             " __builtin_memcpy(x, &v, 16); }\n"
         )
-        with tempfile.TemporaryDirectory(prefix="ember-canary-") as d:
+        from ...environment.store import temp_name
+
+        with tempfile.TemporaryDirectory(prefix=temp_name("canary")) as d:
             try:
                 lib = self._load_canary(omp + mvec, ["-DEM_MVEC", "-lmvec"], Path(d) / "both.so")
                 buf = (ctypes.c_float * 4)(*([1.0] * 4))
@@ -231,7 +242,9 @@ class CToolchain:
     def _build(self, source: str, entry: str, extra: list[str] | None = None) -> bytes:
         import subprocess
 
-        with tempfile.TemporaryDirectory(prefix="ember-cc-") as d:
+        from ...environment.store import temp_name
+
+        with tempfile.TemporaryDirectory(prefix=temp_name("cc")) as d:
             src = Path(d) / f"{entry}.c"
             out = Path(d) / f"{entry}.so"
             src.write_text(source)
@@ -327,16 +340,47 @@ class _Job:
         return self.result
 
 
-_tmp_dir: Path | None = None
+_tmp_dir: tuple[Path, int] | None = None
+_load_count = 0
+_load_lock = threading.Lock()
 
 
 def _private_dir() -> Path:
-    """Where shared objects go when the store is off (removed at exit)."""
+    """This process's private 0700 directory of loaded shared objects (removed at exit; a
+    killed process's is removed by ``store.clean_stale`` of a later one)."""
     global _tmp_dir
-    if _tmp_dir is None:
-        _tmp_dir = Path(tempfile.mkdtemp(prefix="ember-kernels-"))
-        atexit.register(shutil.rmtree, str(_tmp_dir), True)
-    return _tmp_dir
+    if _tmp_dir is None or _tmp_dir[1] != os.getpid():
+        from ...environment.store import temp_name
+
+        pid = os.getpid()
+        d = Path(tempfile.mkdtemp(prefix=temp_name("load")))
+
+        def cleanup() -> None:
+            if os.getpid() == pid:  # a forked child must not remove its parent's directory
+                shutil.rmtree(d, ignore_errors=True)
+
+        atexit.register(cleanup)
+        _tmp_dir = (d, pid)
+    return _tmp_dir[0]
+
+
+def load_shared_object(data: bytes, entry: str) -> tuple[Any, Path]:
+    """``dlopen`` the shared object ``data``: written to a new 0600 file (``O_EXCL``, a name never
+    used before in this process, so the loader never returns an older library of that name) in
+    the private directory, then loaded from there. Returns (library, file)."""
+    global _load_count
+    with _load_lock:
+        _load_count += 1
+        n = _load_count
+    path = _private_dir() / f"{entry}-{n}.so"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    return ctypes.CDLL(str(path)), path
 
 
 class CpuServer(Preparing):
@@ -478,7 +522,7 @@ class CpuServer(Preparing):
                 sp.record(cached=True, indexed=True)
                 job = _Job(kid, found[1], t0, fields)
                 job.indexed = True
-                self._ready(job, found[0], True, f"store {found[2]} ({found[0].name}, by KernelId)")
+                self._ready(job, found[0], True, f"store {found[2]} ({found[3].name}, by KernelId)")
                 return job, True
             with self._render_lock:
                 with self._lock:  # rendered by another thread while this one waited for the render lock
@@ -496,7 +540,7 @@ class CpuServer(Preparing):
                 hit = self._stored(src)
                 sp.record(cached=hit is not None)
                 if hit is not None:
-                    self._ready(job, hit[0], True, f"store {hit[1]} ({hit[0].name})")
+                    self._ready(job, hit[0], True, f"store {hit[1]} ({hit[2].name})")
                 elif not deferred:
                     self._finish(job)
             except BaseException as e:
@@ -508,21 +552,23 @@ class CpuServer(Preparing):
         """Run the C compiler for ``job`` (any thread: the pool's, or the requesting one)."""
         try:
             t = time.perf_counter()
-            path = self._compile(job.src, job.kid)
+            so = self._compile(job.src, job.kid)
             job.fields["cc_s"] = round(time.perf_counter() - t, 4)
             tc = self.toolchain
-            self._ready(job, path, False, f"{tc.path} {' '.join(tc.flags)}")
+            self._ready(job, so, False, f"{tc.path} {' '.join(tc.flags)}")
         except BaseException as e:
             self._failed(job, e)
 
-    def _ready(self, job: _Job, path: Path, cached: bool, origin: str) -> None:
-        lib = ctypes.CDLL(str(path))
+    def _ready(self, job: _Job, so: bytes, cached: bool, origin: str) -> None:
         entry = job.src.entry
+        lib, _path = load_shared_object(so, entry)
         fn = getattr(lib, entry)
         # no argtypes: a launch passes ctypes arrays (buffers, info) and plain ints, which ctypes
         # converts by their own types in a third of the time argtypes take (0.96 against 1.49 us
         # per call on the dev box); ``_run_kernel`` converts anything else
         fn.restype = None
+        if self._checked:
+            fn = _checked_entry(fn, lib, job.kid.kernel, entry)
         from ...environment import log
 
         if log.enabled("compilation"):
@@ -551,9 +597,9 @@ class CpuServer(Preparing):
         tc.ensure()
         return st, f"compile/cpu/{tc.fingerprint()}"
 
-    def _indexed(self, kid: KernelId) -> tuple[Path, CompiledSource, str] | None:
-        """(shared object, rendering facts, artifact namespace) of an ember kernel found by its
-        KernelId alone (``cpu_index``); None where it must be rendered."""
+    def _indexed(self, kid: KernelId) -> tuple[bytes, CompiledSource, str, Path] | None:
+        """(verified shared object, rendering facts, artifact namespace, its cache file) of an
+        ember kernel found by its KernelId alone (``cpu_index``); None where it must be rendered."""
         if not kid.kernel.startswith("ember."):
             return None
         at = self._artifacts()
@@ -566,7 +612,7 @@ class CpuServer(Preparing):
             return None
         with self._lock:
             self.store_loads += 1
-        return hit[0], hit[1], at[1]
+        return hit[0], hit[1], at[1], hit[2]
 
     def _index(self, kid: KernelId, src: CompiledSource) -> None:
         if not kid.kernel.startswith("ember."):
@@ -583,8 +629,9 @@ class CpuServer(Preparing):
         job.error = e
         job.done.set()
 
-    def _stored(self, src: CompiledSource) -> tuple[Path, str] | None:
-        """The store's shared object for this exact source and toolchain (and its namespace)."""
+    def _stored(self, src: CompiledSource) -> tuple[bytes, str, Path] | None:
+        """The store's verified shared object for this exact source and toolchain (its bytes,
+        namespace and cache file)."""
         from ...environment import store
 
         tc = self.toolchain
@@ -593,15 +640,15 @@ class CpuServer(Preparing):
         if st is None:
             return None
         ns = f"compile/cpu/{tc.fingerprint()}"
-        hit = st.get_artifact(ns, tc.artifact_key(src.source))
+        hit = st.read_artifact(ns, tc.artifact_key(src.source))
         if hit is None:
             return None
         with self._lock:
             self.store_loads += 1
-        return hit[0], ns
+        return hit[0], ns, hit[2]
 
-    def _compile(self, src: CompiledSource, kid: KernelId) -> Path:
-        """Run ``$CC`` on ``src`` and keep the shared object (in the store when it is on)."""
+    def _compile(self, src: CompiledSource, kid: KernelId) -> bytes:
+        """Run ``$CC`` on ``src``; the shared object is kept in the store when it is on."""
         from ...environment import store
 
         tc = self.toolchain
@@ -618,12 +665,8 @@ class CpuServer(Preparing):
                 "compiler": tc.path,
                 "flags": " ".join(tc.flags),
             }
-            return st.put_artifact(f"compile/cpu/{tc.fingerprint()}", tc.artifact_key(src.source), so, meta)
-        import hashlib
-
-        path = _private_dir() / f"{src.entry}-{hashlib.sha256(so).hexdigest()[:8]}.so"
-        path.write_bytes(so)
-        return path
+            st.put_artifact(f"compile/cpu/{tc.fingerprint()}", tc.artifact_key(src.source), so, meta)
+        return so
 
     # ---------------------------------------------------------------- execution
     def execute(self, fn: Any, bufs: Any, info: Any, cx: int, cy: int, cz: int, keep: Any) -> None:
@@ -642,6 +685,31 @@ class CpuServer(Preparing):
 
     def sync(self) -> None:
         self.downstream.sync()
+
+
+def _checked_entry(fn: Any, lib: Any, kernel: str, entry: str) -> Callable[..., None]:
+    """A checked kernel's launch: run it, then raise ``KernelBoundsError`` if it touched memory out
+    of range (its shared object records the first such access: ``em_oob_state``)."""
+    get_state = lib.em_oob_state
+    get_state.restype = ctypes.POINTER(ctypes.c_uint64)
+    get_state.argtypes = []
+    state = get_state()
+    name_of = lib.em_oob_array
+    name_of.restype = ctypes.c_char_p
+    name_of.argtypes = [ctypes.c_uint64]
+
+    def launch(*args: Any) -> None:
+        fn(*args)
+        if state[0]:
+            a, i, n, w = int(state[1]), int(state[2]), int(state[3]), int(state[4])
+            state[0] = 0
+            from ...errors import KernelBoundsError
+
+            if i >= 1 << 63:
+                i -= 1 << 64  # a negative index, as the kernel computed it
+            raise KernelBoundsError(f"{kernel} ({entry})", (name_of(a) or b"?").decode(), i, n, w)
+
+    return launch
 
 
 def _done_job(p: CompiledKernel) -> _Job:

@@ -50,28 +50,31 @@ def _namespace(artifacts: str) -> str:
     return f"{artifacts}/index-{tree_digest()}"
 
 
-def lookup(store: Any, artifacts: str, kid: KernelId, language: str) -> tuple[Path, CompiledSource] | None:
-    """The shared object and rendering facts of an ember kernel held under the artifact
-    namespace ``artifacts``, found by its KernelId alone; None where it must be rendered."""
+def lookup(
+    store: Any, artifacts: str, kid: KernelId, language: str
+) -> tuple[bytes, CompiledSource, Path] | None:
+    """The verified shared object, rendering facts and cache file of an ember kernel held under
+    the artifact namespace ``artifacts``, found by its KernelId alone; None where it must be
+    rendered. The index row is authenticated by the store (a tampered info layout or buffer
+    order is a miss, then a recompile) and checked for shape here."""
     if store is None or not kid.kernel.startswith("ember."):
         return None
     rec = store.get_json(_namespace(artifacts), kid.text())
-    if not isinstance(rec, dict):
-        return None
-    hit = store.get_artifact(artifacts, str(rec.get("key")))
-    if hit is None:
+    if not isinstance(rec, dict) or not isinstance(rec.get("key"), str) or not isinstance(rec.get("entry"), str):
         return None
     from ..compiler.base import CompiledSource, InfoSlot
     from ..types import ELEMS
 
     try:
-        info = [InfoSlot(k, int(i), int(d), ELEMS[e] if e else None) for k, i, d, e in rec["info"]]
-        src = CompiledSource(
-            str(rec["entry"]), str(hit[1].get("source", "")), language, info, [int(b) for b in rec["buffers"]], {}
-        )
+        info = [InfoSlot(str(k), int(i), int(d), ELEMS[e] if e else None) for k, i, d, e in rec["info"]]
+        buffers = [int(b) for b in rec["buffers"]]
     except (KeyError, ValueError, TypeError):
         return None
-    return hit[0], src
+    hit = store.read_artifact(artifacts, rec["key"])
+    if hit is None:
+        return None
+    src = CompiledSource(rec["entry"], str(hit[1].get("source", "")), language, info, buffers, {})
+    return hit[0], src, hit[2]
 
 
 def record(store: Any, artifacts: str, kid: KernelId, src: CompiledSource, key: str) -> None:

@@ -392,10 +392,10 @@ class CudaServer(Preparing):
         ns = f"compile/cuda/{arch}/{nv.fingerprint(arch)}"
         key = nv.artifact_key(src.source, arch)
         if st is not None:
-            hit = st.get_artifact(ns, key)
+            hit = st.read_artifact(ns, key)  # verified bytes: what is loaded is what was checked
             if hit is not None:
                 self.store_loads += 1
-                return hit[0].read_bytes(), True, f"store {ns} ({hit[0].name})"
+                return hit[0], True, f"store {ns} ({hit[2].name})"
         cubin, log_text = nv.compile(src.source, src.entry, arch)
         self.compiles += 1
         if st is not None:

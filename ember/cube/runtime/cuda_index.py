@@ -49,21 +49,23 @@ class CubinIndex:
         self.ns = f"{artifact_ns}/index-{code_digest()}"
 
     def lookup(self, kid: Any) -> tuple[bytes, CompiledSource] | None:
+        """The verified cubin and rendering facts of ``kid``; None where it must be rendered. The
+        index row is authenticated by the store (tampered: a miss) and checked for shape here."""
         if self.store is None:
             return None
         rec = self.store.get_json(self.ns, kid.text())
-        if not rec:
+        if not isinstance(rec, dict) or not isinstance(rec.get("key"), str) or not isinstance(rec.get("entry"), str):
             return None
-        hit = self.store.get_artifact(self.artifact_ns, rec["key"])
-        if hit is None:
-            return None
-        path, meta = hit
         try:
-            info = [InfoSlot(k, p, d, ELEMS[e] if e else None) for k, p, d, e in rec["info"]]
+            info = [InfoSlot(str(k), int(p), int(d), ELEMS[e] if e else None) for k, p, d, e in rec["info"]]
+            buffers = [int(b) for b in rec["buffers"]]
         except (KeyError, ValueError, TypeError):
             return None
-        src = CompiledSource(rec["entry"], meta.get("source", ""), "cuda", info, list(rec["buffers"]), {})
-        return path.read_bytes(), src
+        hit = self.store.read_artifact(self.artifact_ns, rec["key"])
+        if hit is None:
+            return None
+        cubin, meta, _path = hit
+        return cubin, CompiledSource(rec["entry"], str(meta.get("source", "")), "cuda", info, buffers, {})
 
     def record(self, kid: Any, src: CompiledSource, key: str) -> None:
         if self.store is None:

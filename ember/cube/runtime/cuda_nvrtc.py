@@ -101,9 +101,9 @@ def stored_compile(
     ns = f"compile/cuda/{arch}/{nv.fingerprint(arch)}"
     key = nv.artifact_key(source, arch)
     if st is not None:
-        hit = st.get_artifact(ns, key)
+        hit = st.read_artifact(ns, key)  # verified bytes (no reopen after the check)
         if hit is not None:
-            return hit[0].read_bytes(), True
+            return hit[0], True
     cubin, _ = nv.compile(source, entry, arch)
     if st is not None:
         st.put_artifact(ns, key, cubin, {"ext": "cubin", "entry": entry, "source": source, "arch": arch,

@@ -59,11 +59,15 @@ class Buffer(PooledBuffer):
 
 
 def _default_cache_limit() -> int:
+    """The bytes a CPU pool keeps cached for reuse: ``cpu.pool_limit`` (default 1 GiB), at most a
+    quarter of physical memory (``ember.empty_cache()`` gives them all back)."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
         total = 8 << 30
-    return min(4 << 30, total // 4)
+    from ...environment import config
+
+    return min(int(config.get("cpu.pool_limit")), total // 4)
 
 
 class MemoryPool(BlockPool):

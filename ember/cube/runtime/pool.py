@@ -9,20 +9,39 @@ cached blocks and retries once before raising ``OutOfMemoryError``; the pool sta
 A runtime subclasses ``BlockPool`` with how a block is made (``_new_block``), wrapped in its
 buffer type (``_wrap``), and given back (``_free_block``; nothing where the garbage collector
 or the driver's own lifetime rules free it).
+
+Every pool registers itself (weakly) so ``empty_cache()`` (``ember.empty_cache``, as
+``torch.cuda.empty_cache`` but for every device) can give all cached blocks back.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import weakref
 from typing import Any
 
 from ... import tracing
 from ...errors import OutOfMemoryError
 
-__all__ = ["BlockPool", "PooledBuffer", "size_class", "ALIGN"]
+__all__ = ["BlockPool", "PooledBuffer", "size_class", "ALIGN", "empty_cache"]
 
 ALIGN = 64
+
+_pools: weakref.WeakSet[BlockPool] = weakref.WeakSet()
+
+
+def empty_cache() -> int:
+    """Give every pool's cached blocks (memory no live tensor uses) back to its device; returns
+    the bytes released. Live tensors keep theirs. A pool whose device fails (a CUDA context
+    with a sticky error) is skipped."""
+    freed = 0
+    for pool in list(_pools):
+        try:
+            freed += pool.release_cached()
+        except Exception:  # noqa: BLE001 - one broken device must not keep the others' memory
+            continue
+    return freed
 
 
 class PooledBuffer:
@@ -76,6 +95,7 @@ class BlockPool:
         self.reuses = 0
         self.device_allocs = 0
         self._lock = threading.Lock()  # only for release_cached
+        _pools.add(self)
 
     # ---------------------------------------------------------------- runtime hooks
     def _new_block(self, cap: int) -> Any:
