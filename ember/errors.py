@@ -65,6 +65,11 @@ class OutOfMemoryError(EmberError, MemoryError):
     """A device allocation failed even after cached blocks were released."""
 
 
+class CheckpointError(EmberError, RuntimeError):
+    """A checkpoint file that ``ember.load`` cannot read: truncated, corrupt, or not written
+    by ``ember.save`` / safetensors (RuntimeError, as ``torch.load`` raises for a bad file)."""
+
+
 def __getattr__(name: str) -> type:
     # the kernel language's error lives with the language; re-exported here lazily so that
     # importing ember.errors does not import the compiler
