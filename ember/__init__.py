@@ -30,6 +30,7 @@ from .dtype import bool_ as bool  # noqa: A001  (ember.bool is the dtype, as tor
 from .functional import *  # noqa: F403
 from .functional import __all__ as _functional_all
 from .precision import get_float32_matmul_precision, set_float32_matmul_precision
+from .serialization import load, save
 from .tensor import Tensor
 from .tracing import profile
 
@@ -98,7 +99,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Tensor", "Device", "DeviceKind", "DType", "errors", "tracing", "profile", "backend_name", "sync", "inspect_fusion",  # noqa: F405 (__getattr__)
     "from_dlpack", "autocast", "is_autocast_enabled", "get_autocast_dtype",  # noqa: F405 (__getattr__)
-    "empty_cache", "set_float32_matmul_precision", "get_float32_matmul_precision",
+    "empty_cache", "save", "load", "set_float32_matmul_precision", "get_float32_matmul_precision",
     "no_grad", "enable_grad", "is_grad_enabled", "float32", "float16", "bfloat16", "float64", "int32",
     "int64", "uint8", "bool", "get_default_dtype", "set_default_dtype", "promote_types",
     *_creation_all, *_functional_all,

@@ -79,6 +79,11 @@ class KernelBoundsError(EmberError, IndexError):
         )
 
 
+class CheckpointError(EmberError, RuntimeError):
+    """A checkpoint file that ``ember.load`` cannot read: truncated, corrupt, or not written
+    by ``ember.save`` / safetensors (RuntimeError, as ``torch.load`` raises for a bad file)."""
+
+
 def __getattr__(name: str) -> type:
     # the kernel language's error lives with the language; re-exported here lazily so that
     # importing ember.errors does not import the compiler

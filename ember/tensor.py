@@ -289,8 +289,12 @@ class Tensor:
 
     @property
     def grad(self) -> Tensor | None:
-        g = self._bk.grad(self._p)
-        return None if g is None else _make(g, self._bk, self._dt)
+        """As torch's ``.grad``: one Tensor object per leaf, returned on every access until it
+        is replaced (set, or None); in-place ops on it change the stored gradient and backward
+        accumulates into it."""
+        bk = self._bk
+        d = self._dt
+        return bk.grad_tensor(self._p, lambda g: _make(g, bk, d))
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
@@ -300,8 +304,10 @@ class Tensor:
             _check_device(self, value)
             if value.shape != self.shape:
                 raise ShapeError(f"grad of shape {value.shape} does not match the tensor's shape {self.shape}")
-            value = self._bk.detach(value._p)
-        self._bk.set_grad(self._p, value)
+            if value._dt is not self._dt:
+                raise DTypeError(f"assigned grad has dtype {value._dt}, but the tensor's dtype is {self._dt}")
+        # the object itself becomes the gradient (``p.grad is value`` afterwards, as in torch)
+        self._bk.set_grad_tensor(self._p, value)
 
     def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
         if not self._dt.is_floating_point:

@@ -252,6 +252,18 @@ class Backend:
     def set_grad(self, p: Any, g: Any) -> None:
         raise AutodiffError(f"{self.name} keeps no gradients; use device.autodiff()")
 
+    def grad_tensor(self, p: Any, make: Any) -> Any:
+        """The API object that is ``p``'s ``.grad`` (one object per leaf until replaced):
+        ``make(primitive)`` builds it from a plain gradient on first access; None when ``p``
+        has no gradient."""
+        return None
+
+    def set_grad_tensor(self, p: Any, t: Any) -> None:
+        """Make the API object ``t`` (whose ``_p`` is a primitive of this backend) ``p``'s
+        ``.grad`` itself, or drop the gradient when ``t`` is None."""
+        if t is not None:
+            raise AutodiffError(f"{self.name} keeps no gradients; use device.autodiff()")
+
     def replace_value(self, p: Any, new: Any) -> Any:
         """``new``'s values under ``p``'s autodiff identity (a leaf keeps its grad): how an
         in-place update under ``no_grad`` (an optimizer step) rebinds a leaf."""

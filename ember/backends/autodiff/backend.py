@@ -35,7 +35,7 @@ from ..base import (
 )
 from .checkpoint import Recipe
 from .mode import mode
-from .node import ADTensor, Node, leaf, retained_bytes, run_backward
+from .node import ADTensor, Node, holder_value, leaf, retained_bytes, run_backward
 from .rules import RULES, Rule
 
 __all__ = ["Autodiff"]
@@ -363,18 +363,40 @@ class Autodiff(Backend):
 
     def grad(self, p: ADTensor) -> ADTensor | None:
         n = p.node
-        if n is None or n.grad is None:
+        if n is None:
             return None
-        return ADTensor(n.grad, None)
+        g = holder_value(n)
+        return None if g is None else ADTensor(g, None)
 
     def set_grad(self, p: ADTensor, g: ADTensor | None) -> None:
+        n = self._grad_node(p, g)
+        if n is not None:
+            n.holder = None
+            n.grad = None if g is None else g.inner
+
+    def grad_tensor(self, p: ADTensor, make: Callable[[ADTensor], Any]) -> Any:
         n = p.node
         if n is None:
-            if g is None:
-                return
+            return None
+        h = n.holder
+        if h is None and n.grad is not None:  # first access: the object takes the gradient over
+            h = n.holder = make(ADTensor(n.grad, None))
+            n.grad = None
+        return h
+
+    def set_grad_tensor(self, p: ADTensor, t: Any) -> None:
+        n = self._grad_node(p, t)
+        if n is not None:
+            n.grad = None
+            n.holder = t
+
+    @staticmethod
+    def _grad_node(p: ADTensor, g: Any) -> Node | None:
+        n = p.node
+        if n is None and g is not None:
             raise AutodiffError("cannot set .grad of a tensor that does not require grad; "
                                 "call requires_grad_() first")
-        n.grad = None if g is None else g.inner
+        return n
 
     def replace_value(self, p: ADTensor, new: ADTensor) -> ADTensor:
         # a leaf keeps its node (its identity and .grad) under the new value; the graphs that

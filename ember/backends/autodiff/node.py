@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..base import Backend
     from .rules import Rule
 
-__all__ = ["ADTensor", "Node", "run_backward", "retained_bytes", "sum_to"]
+__all__ = ["ADTensor", "Node", "holder_value", "run_backward", "retained_bytes", "sum_to"]
 
 
 class ADTensor:
@@ -53,10 +53,15 @@ class Node:
       :class:`Recipe` under balanced checkpointing. ``saved`` is None once freed by a
       backward without ``retain_graph``.
     * ``recipe`` recomputes this node's output (balanced checkpointing, memory-bound ops).
-    * ``grad`` is the gradient accumulated so far (leaves; any node after ``set_grad``).
+    * ``grad`` is the gradient accumulated so far (leaves; any node after ``set_grad``) while
+      no API object holds it; ``holder`` is that object (the Tensor that ``.grad`` returns)
+      once one exists. At most one of the two is set: with a holder, the gradient is
+      ``holder._p.inner`` and backward adds into it by rebinding ``holder._p``, so in-place
+      ops on ``.grad`` (``zero_``, ``+=``) change the stored gradient and the object keeps
+      its identity (PyTorch's AccumulateGrad adds in place into the existing ``.grad``).
     """
 
-    __slots__ = ("parents", "shapes", "rule", "saved", "recipe", "grad")
+    __slots__ = ("parents", "shapes", "rule", "saved", "recipe", "grad", "holder")
 
     def __init__(self, parents: tuple[Node | None, ...], shapes: tuple[tuple[int, ...], ...],
                  rule: Rule | None) -> None:
@@ -66,6 +71,13 @@ class Node:
         self.saved: tuple[Any, ...] | None = ()
         self.recipe: Recipe | None = None
         self.grad: Any = None
+        self.holder: Any = None
+
+
+def holder_value(n: Node) -> Any:
+    """``n``'s gradient as an inner primitive (from its holder when it has one), or None."""
+    h = n.holder
+    return n.grad if h is None else h._p.inner
 
 
 def leaf() -> Node:
@@ -136,7 +148,13 @@ def run_backward(B: Backend, root: Node, grad: Any, retain_graph: bool, recomput
                 continue
             rule = n.rule
             if rule is None:
-                n.grad = g if n.grad is None else B.add(n.grad, g)
+                h = n.holder
+                if h is None:
+                    n.grad = g if n.grad is None else B.add(n.grad, g)
+                else:  # rebind the .grad object (a holder that is itself a leaf stays one)
+                    hp = h._p
+                    hn = hp.node
+                    h._p = ADTensor(B.add(hp.inner, g), hn if hn is not None and hn.rule is None else None)
                 continue
             saved = n.saved
             assert saved is not None  # checked above

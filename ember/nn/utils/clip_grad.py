@@ -1,0 +1,137 @@
+"""Gradient clipping, as ``torch.nn.utils.clip_grad``.
+
+The total norm is torch's: the norm of each gradient, then the norm of those norms, so
+``clip_grad_norm_`` returns the same 0-d tensor torch does (up to float rounding). Nothing
+is read back to the host unless ``error_if_nonfinite=True`` asks for the check: the norm and
+the scaling stay on the device (on a fused device: one reduction per gradient, one small
+elementwise kernel combining the norms, and the scaling, one kernel per distinct gradient
+shape). ``foreach`` is accepted and ignored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from ...backends.autodiff.mode import no_grad
+from ...creation import tensor
+from ...tensor import Tensor
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
+
+
+def _as_list(tensors: Tensor | Iterable[Tensor]) -> list[Tensor]:
+    return [tensors] if isinstance(tensors, Tensor) else list(tensors)
+
+
+def _grads(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
+    return [g for g in (p.grad for p in _as_list(parameters)) if g is not None]
+
+
+def _reduced(t: Tensor, p: float) -> Tensor:
+    """The reduction of ``torch.linalg.vector_norm(t, p)`` before its root, as a 0-d tensor.
+    ``t`` is flattened first so the elementwise part runs inside the (last-axis) reduction."""
+    v = t.reshape(-1)
+    if p == math.inf:
+        return v.abs().amax()
+    if p == -math.inf:
+        return v.abs().amin()
+    if p == 0:
+        return (v != 0).sum().to(t.dtype)
+    if p == 1:
+        return v.abs().sum()
+    if p == 2:
+        return (v * v).sum()
+    return (v.abs() ** p).sum()
+
+
+def _root(s: Tensor, p: float) -> Tensor:
+    """The norm from its reduction (``_reduced``)."""
+    if p == 2:
+        return s.sqrt()
+    if p in (math.inf, -math.inf, 0, 1):
+        return s
+    return s ** (1.0 / p)
+
+
+def _combine(norms: list[Tensor], p: float) -> Tensor:
+    """The ``p``-norm of the per-tensor norms (torch: ``vector_norm(stack(norms), p)``),
+    written as elementwise ops on 0-d tensors (a stack would cost a copy per tensor)."""
+    if p == math.inf or p == -math.inf:
+        out = norms[0]
+        for n in norms[1:]:
+            out = out.maximum(n) if p > 0 else out.minimum(n)
+        return out
+    if p == 0:
+        out = (norms[0] != 0).to(norms[0].dtype)
+        for n in norms[1:]:
+            out = out + (n != 0).to(n.dtype)
+        return out
+    if p == 1:
+        out = norms[0]
+        for n in norms[1:]:
+            out = out + n
+        return out
+    powered = [n * n if p == 2 else n**p for n in norms]
+    out = powered[0]
+    for n in powered[1:]:
+        out = out + n
+    return out.sqrt() if p == 2 else out ** (1.0 / p)
+
+
+def get_total_norm(tensors: Tensor | Iterable[Tensor], norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                   foreach: bool | None = None) -> Tensor:
+    """As ``torch.nn.utils.get_total_norm``: the norm of the tensors' norms (0-d, on the first
+    tensor's device); ``tensor(0.0)`` for no tensors."""
+    ts = _as_list(tensors)
+    p = float(norm_type)
+    if not ts:
+        return tensor(0.0)
+    dev = ts[0].device
+    with no_grad():
+        # every reduction first, then the 0-d arithmetic: consecutive in a fused queue, so the
+        # reductions run one kernel each and all the scalar work one kernel
+        sums = [_reduced(t, p) for t in ts]
+        sums = [n if n.device == dev else n.to(dev) for n in sums]
+        total = _combine([_root(n, p) for n in sums], p)
+    if error_if_nonfinite and not math.isfinite(total.item()):
+        raise RuntimeError(f"The total norm of order {p} for gradients from `parameters` is non-finite, so it cannot "
+                           "be clipped. To disable this error and scale the gradients by the non-finite norm "
+                           "anyway, set `error_if_nonfinite=False`")
+    return total
+
+
+def clip_grads_with_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, total_norm: Tensor,
+                          foreach: bool | None = None) -> None:
+    """As ``torch.nn.utils.clip_grads_with_norm_``: scale every gradient in place by
+    ``min(max_norm / (total_norm + 1e-6), 1)`` (always multiplied, no host read)."""
+    grads = _grads(parameters)
+    if not grads:
+        return
+    with no_grad():
+        coef = (float(max_norm) / (total_norm + 1e-6)).clamp(max=1.0)
+        for g in sorted(grads, key=lambda t: t.shape):  # equal shapes consecutive: one fused kernel each
+            c = coef if coef.device == g.device else coef.to(g.device)
+            g.mul_(c.to(g.dtype))
+
+
+def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm_type: float = 2.0,
+                    error_if_nonfinite: bool = False, foreach: bool | None = None) -> Tensor:
+    """As ``torch.nn.utils.clip_grad_norm_``: clip the gradients' total norm to ``max_norm``
+    in place; returns the total norm before clipping (a 0-d tensor)."""
+    params = _as_list(parameters)
+    grads = _grads(params)
+    if not grads:
+        return tensor(0.0)
+    total = get_total_norm(grads, norm_type, error_if_nonfinite, foreach)
+    clip_grads_with_norm_(params, max_norm, total, foreach)
+    return total
+
+
+def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float, foreach: bool | None = None) -> None:
+    """As ``torch.nn.utils.clip_grad_value_``: clamp every gradient in place to
+    ``[-clip_value, clip_value]``."""
+    v = float(clip_value)
+    with no_grad():
+        for g in _grads(parameters):
+            g.clamp_(-v, v)
