@@ -115,7 +115,7 @@ def ones_(tensor: Tensor) -> Tensor:
 
 
 def _host(tensor: Tensor, a: np.ndarray) -> Tensor:
-    return from_numpy(np.ascontiguousarray(a.astype(np.float64)), device=tensor.device).to(tensor._dt)
+    return from_numpy(np.array(a, dtype=np.float64, order="C"), device=tensor.device).to(tensor._dt)
 
 
 def eye_(tensor: Tensor) -> Tensor:

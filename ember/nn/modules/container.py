@@ -325,7 +325,8 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self) -> str:
-        return "\n".join(f"({i}): {_param_repr(p)}" for i, p in enumerate(self))
+        # torch's lines carry two leading spaces (visible when there is only one)
+        return "\n".join(f"  ({i}): {_param_repr(p)}" for i, p in enumerate(self))
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ParameterList has no forward")
@@ -388,13 +389,19 @@ class ParameterDict(Module):
             del self[k]
 
     def update(self, parameters: Any) -> None:
-        """As torch: add a mapping or an iterable of ``(key, parameter)`` pairs."""
-        items = parameters.items() if isinstance(parameters, Mapping | ParameterDict) else parameters
+        """As torch: add a mapping (a plain one in sorted key order, as torch) or an iterable of
+        ``(key, parameter)`` pairs."""
+        if isinstance(parameters, OrderedDict | ParameterDict):
+            items = parameters.items()
+        elif isinstance(parameters, Mapping):
+            items = sorted(parameters.items())
+        else:
+            items = parameters
         for k, v in items:
             self[k] = v
 
     def extra_repr(self) -> str:
-        return "\n".join(f"({k}): {_param_repr(v)}" for k, v in self.items())
+        return "\n".join(f"  ({k}): {_param_repr(v)}" for k, v in self.items())
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ParameterDict has no forward")

@@ -628,7 +628,7 @@ class Module:
         from ...creation import from_numpy
 
         if not isinstance(src, Tensor):
-            src = from_numpy(np.ascontiguousarray(src), device=cur.device)
+            src = from_numpy(np.array(src, order="C"), device=cur.device)  # (ascontiguousarray makes 0-d 1-d)
         with no_grad():
             if assign:
                 if isinstance(cur, Parameter):

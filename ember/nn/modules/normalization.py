@@ -240,7 +240,8 @@ class _InstanceNorm(_NormBase):
         self._check_input_dim(input)
         unbatched = input.ndim == self._batch_ndims[0]
         x = input.unsqueeze(0) if unbatched else input
-        factor = self._average_factor()
+        # torch's InstanceNorm never bumps num_batches_tracked; momentum=None means 0
+        factor = 0.0 if self.momentum is None else self.momentum
         b = self._buffers
         p = self._parameters
         y = F.instance_norm(x, b["running_mean"], b["running_var"], p["weight"], p["bias"],
