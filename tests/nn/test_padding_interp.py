@@ -122,3 +122,18 @@ def test_modules(rng):
                                                                        tnn.ConstantPad1d(2, -1.0))]:
         assert repr(em) == repr(tm)
         assert_close(em(ember.tensor(x1)), tm(torch.tensor(x1)), what=repr(tm))
+
+
+@pytest.mark.parametrize("fn,shape,arg", [("pixel_shuffle", (2, 8, 3, 2), 2), ("pixel_unshuffle", (1, 2, 6, 4), 2),
+                                          ("channel_shuffle", (2, 6, 3), 3)])
+def test_shuffles(fn, shape, arg, autodiff_device, rng):
+    if is_slow(autodiff_device) and fn != "pixel_shuffle":
+        pytest.skip("representative subset on the slow WGSL device")
+    check_fn(autodiff_device, rng, lambda x: getattr(F, fn)(x, arg), lambda x: getattr(TF, fn)(x, arg), [shape],
+             what=fn)
+    x = rng.standard_normal(shape).astype(np.float32)
+    cls = {"pixel_shuffle": "PixelShuffle", "pixel_unshuffle": "PixelUnshuffle",
+           "channel_shuffle": "ChannelShuffle"}[fn]
+    em, tm = getattr(enn, cls)(arg), getattr(tnn, cls)(arg)
+    assert repr(em) == repr(tm)
+    assert_close(em(ember.tensor(x)), tm(torch.tensor(x)))

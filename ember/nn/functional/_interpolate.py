@@ -20,7 +20,8 @@ from ... import dtype as dt
 from ...tensor import Tensor
 from ._pool import _adaptive_avg
 
-__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear"]
+__all__ = ["interpolate", "upsample", "upsample_nearest", "upsample_bilinear", "pixel_shuffle", "pixel_unshuffle",
+           "channel_shuffle", "native_channel_shuffle"]
 
 _LINEAR_DIMS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "bicubic", "trilinear", "area")
@@ -167,3 +168,50 @@ def upsample_nearest(input: Tensor, size: Any = None, scale_factor: Any = None) 
 def upsample_bilinear(input: Tensor, size: Any = None, scale_factor: Any = None) -> Tensor:
     """As ``torch.nn.functional.upsample_bilinear`` (``align_corners=True``)."""
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def pixel_shuffle(input: Tensor, upscale_factor: int) -> Tensor:
+    """As ``torch.nn.functional.pixel_shuffle``: ``(*, C*r*r, H, W)`` -> ``(*, C, H*r, W*r)``."""
+    r = int(upscale_factor)
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    *lead, c, h, w = input.shape
+    if r <= 0 or c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           f"upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
+    nl = len(lead)
+    x = input.reshape(tuple(lead) + (c // (r * r), r, r, h, w))
+    x = x.permute(tuple(range(nl)) + (nl, nl + 3, nl + 1, nl + 4, nl + 2))
+    return x.reshape(tuple(lead) + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input: Tensor, downscale_factor: int) -> Tensor:
+    """As ``torch.nn.functional.pixel_unshuffle``: ``(*, C, H*r, W*r)`` -> ``(*, C*r*r, H, W)``."""
+    r = int(downscale_factor)
+    if input.ndim < 3:
+        raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    *lead, c, h, w = input.shape
+    if r <= 0 or h % r or w % r:
+        raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by downscale_factor, but got "
+                           f"height={h}, width={w}, downscale_factor={r}")
+    nl = len(lead)
+    x = input.reshape(tuple(lead) + (c, h // r, r, w // r, r))
+    x = x.permute(tuple(range(nl)) + (nl, nl + 2, nl + 4, nl + 1, nl + 3))
+    return x.reshape(tuple(lead) + (c * r * r, h // r, w // r))
+
+
+def channel_shuffle(input: Tensor, groups: int) -> Tensor:
+    """As ``torch.nn.functional.channel_shuffle``: ``(N, g*k, *)`` channels reordered as ``(k, g)``."""
+    if input.ndim < 3:
+        raise RuntimeError(f"channel_shuffle expects input to have at least 3 dimensions, but got input with "
+                           f"{input.ndim} dimension(s)")
+    n, c = input.shape[:2]
+    if groups <= 0 or c % groups:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    rest = input.shape[2:]
+    return input.reshape((n, groups, c // groups) + rest).transpose(1, 2).reshape(input.shape)
+
+
+native_channel_shuffle = channel_shuffle

@@ -25,9 +25,12 @@ from ...errors import ShapeError
 from ...tensor import Tensor
 from ._conv import _batched, _blocks, _ntuple
 
-__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-           "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d", "adaptive_max_pool2d",
-           "lp_pool1d", "lp_pool2d"]
+__all__ = ["max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices", "max_pool2d_with_indices",
+           "max_pool3d_with_indices", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d",
+           "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+           "adaptive_max_pool3d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
+           "adaptive_max_pool3d_with_indices", "lp_pool1d", "lp_pool2d", "lp_pool3d", "max_unpool1d",
+           "max_unpool2d", "max_unpool3d"]
 
 
 def _pool_out(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
@@ -122,6 +125,68 @@ def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     return _max_pool(input, 3, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool3d")
 
 
+def max_pool1d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = True) -> Any:
+    """As ``torch.nn.functional.max_pool1d_with_indices``."""
+    return _max_pool(input, 1, kernel_size, stride, padding, dilation, ceil_mode, True, "max_pool1d")
+
+
+def max_pool2d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = True) -> Any:
+    """As ``torch.nn.functional.max_pool2d_with_indices``."""
+    return _max_pool(input, 2, kernel_size, stride, padding, dilation, ceil_mode, True, "max_pool2d")
+
+
+def max_pool3d_with_indices(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                            dilation: Any = 1, ceil_mode: bool = False, return_indices: bool = True) -> Any:
+    """As ``torch.nn.functional.max_pool3d_with_indices``."""
+    return _max_pool(input, 3, kernel_size, stride, padding, dilation, ceil_mode, True, "max_pool3d")
+
+
+def _max_unpool(input: Tensor, indices: Tensor, nd: int, kernel_size: Any, stride: Any, padding: Any,
+                output_size: Any, what: str) -> Tensor:
+    x, unbatched = _batched(input, nd, what)
+    idx = indices.unsqueeze(0) if unbatched else indices
+    if idx.shape != x.shape:
+        raise ShapeError(f"{what}: indices {indices.shape} must have the shape of the input {input.shape}")
+    k = _ntuple(kernel_size, nd, "kernel_size")
+    s = k if stride is None else _ntuple(stride, nd, "stride")
+    p = _ntuple(padding, nd, "padding")
+    spatial = x.shape[2:]
+    default = tuple((spatial[i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(nd))
+    if output_size is None:
+        size = default
+    else:
+        size = tuple(int(v) for v in output_size)[-nd:]
+        for i in range(nd):
+            lo, hi = default[i] - s[i], default[i] + s[i]
+            if not lo < size[i] < hi:
+                raise ValueError(f"invalid output_size {tuple(output_size)} (dim {i} must be between {lo} and {hi})")
+    n, c = x.shape[:2]
+    # every value goes to its flat index within its (n, c) plane (torch's layout of the indices)
+    flat = EC.zeros((n, c, math.prod(size)), dtype=x.dtype, device=x.device)
+    y = flat.scatter(2, idx.reshape(n, c, -1), x.reshape(n, c, -1)).reshape((n, c) + size)
+    return y.squeeze(0) if unbatched else y
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """As ``torch.nn.functional.max_unpool1d``: ``input`` placed at ``indices`` (from ``max_pool1d``)."""
+    return _max_unpool(input, indices, 1, kernel_size, stride, padding, output_size, "max_unpool1d")
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """As ``torch.nn.functional.max_unpool2d``: ``input`` placed at ``indices`` (from ``max_pool2d``)."""
+    return _max_unpool(input, indices, 2, kernel_size, stride, padding, output_size, "max_unpool2d")
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """As ``torch.nn.functional.max_unpool3d``: ``input`` placed at ``indices`` (from ``max_pool3d``)."""
+    return _max_unpool(input, indices, 3, kernel_size, stride, padding, output_size, "max_unpool3d")
+
+
 def _avg_pool(input: Tensor, nd: int, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool,
               count_include_pad: bool, divisor_override: int | None, what: str) -> Tensor:
     x, unbatched = _batched(input, nd, what)
@@ -188,6 +253,12 @@ def lp_pool2d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = N
     return _lp_pool(input, 2, norm_type, kernel_size, stride, ceil_mode, "lp_pool2d")
 
 
+def lp_pool3d(input: Tensor, norm_type: float, kernel_size: Any, stride: Any = None,
+              ceil_mode: bool = False) -> Tensor:
+    """As ``torch.nn.functional.lp_pool3d``."""
+    return _lp_pool(input, 3, norm_type, kernel_size, stride, ceil_mode, "lp_pool3d")
+
+
 def _adaptive_windows(size: int, out: int) -> tuple[np.ndarray, np.ndarray]:
     i = np.arange(out)
     start = (i * size) // out
@@ -246,6 +317,11 @@ def adaptive_avg_pool2d(input: Tensor, output_size: Any) -> Tensor:
     return _adaptive_avg(input, output_size, 2, "adaptive_avg_pool2d")
 
 
+def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
+    """As ``torch.nn.functional.adaptive_avg_pool3d``."""
+    return _adaptive_avg(input, output_size, 3, "adaptive_avg_pool3d")
+
+
 def _adaptive_max(input: Tensor, output_size: Any, return_indices: bool, nd: int, what: str) -> Any:
     x, unbatched = _batched(input, nd, what)
     out = _output_size(x, output_size, nd, what)
@@ -299,3 +375,23 @@ def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = 
 def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
     """As ``torch.nn.functional.adaptive_max_pool2d``."""
     return _adaptive_max(input, output_size, return_indices, 2, "adaptive_max_pool2d")
+
+
+def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """As ``torch.nn.functional.adaptive_max_pool3d``."""
+    return _adaptive_max(input, output_size, return_indices, 3, "adaptive_max_pool3d")
+
+
+def adaptive_max_pool1d_with_indices(input: Tensor, output_size: Any, return_indices: bool = True) -> Any:
+    """As ``torch.nn.functional.adaptive_max_pool1d_with_indices``."""
+    return _adaptive_max(input, output_size, True, 1, "adaptive_max_pool1d")
+
+
+def adaptive_max_pool2d_with_indices(input: Tensor, output_size: Any, return_indices: bool = True) -> Any:
+    """As ``torch.nn.functional.adaptive_max_pool2d_with_indices``."""
+    return _adaptive_max(input, output_size, True, 2, "adaptive_max_pool2d")
+
+
+def adaptive_max_pool3d_with_indices(input: Tensor, output_size: Any, return_indices: bool = True) -> Any:
+    """As ``torch.nn.functional.adaptive_max_pool3d_with_indices``."""
+    return _adaptive_max(input, output_size, True, 3, "adaptive_max_pool3d")

@@ -10,9 +10,11 @@ from .. import functional as F
 from ..functional._conv import _ntuple
 from .module import Module
 
-__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
-           "AdaptiveAvgPool2d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "LPPool1d", "LPPool2d", "Upsample",
-           "UpsamplingNearest2d", "UpsamplingBilinear2d", "Fold", "Unfold"]
+__all__ = ["MaxPool1d", "MaxPool2d", "MaxPool3d", "MaxUnpool1d", "MaxUnpool2d", "MaxUnpool3d", "AvgPool1d",
+           "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+           "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "LPPool1d", "LPPool2d", "LPPool3d", "Upsample",
+           "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ChannelShuffle", "Fold",
+           "Unfold"]
 
 
 class _MaxPoolNd(Module):
@@ -54,6 +56,46 @@ class MaxPool3d(_MaxPoolNd):
     """As ``torch.nn.MaxPool3d``."""
 
     _fn = staticmethod(F.max_pool3d)
+
+
+class _MaxUnpoolNd(Module):
+    _nd = 0
+    _fn: Any = None
+
+    def __init__(self, kernel_size: Any, stride: Any = None, padding: Any = 0) -> None:
+        super().__init__()
+        nd = self._nd
+        self.kernel_size = _ntuple(kernel_size, nd, "kernel_size")
+        self.stride = _ntuple(stride if stride is not None else kernel_size, nd, "stride")
+        self.padding = _ntuple(padding, nd, "padding")
+
+    def forward(self, input: Tensor, indices: Tensor, output_size: Any = None) -> Tensor:
+        """``input`` scattered to ``indices`` (the indices a max pooling returned)."""
+        return type(self)._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self) -> str:
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    """As ``torch.nn.MaxUnpool1d``."""
+
+    _nd = 1
+    _fn = staticmethod(F.max_unpool1d)
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    """As ``torch.nn.MaxUnpool2d``."""
+
+    _nd = 2
+    _fn = staticmethod(F.max_unpool2d)
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    """As ``torch.nn.MaxUnpool3d``."""
+
+    _nd = 3
+    _fn = staticmethod(F.max_unpool3d)
 
 
 class AvgPool1d(Module):
@@ -138,6 +180,12 @@ class AdaptiveAvgPool2d(_AdaptiveAvgPoolNd):
     _fn = staticmethod(F.adaptive_avg_pool2d)
 
 
+class AdaptiveAvgPool3d(_AdaptiveAvgPoolNd):
+    """As ``torch.nn.AdaptiveAvgPool3d``."""
+
+    _fn = staticmethod(F.adaptive_avg_pool3d)
+
+
 class _AdaptiveMaxPoolNd(Module):
     _fn: Any = None
 
@@ -164,6 +212,12 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
     """As ``torch.nn.AdaptiveMaxPool2d``."""
 
     _fn = staticmethod(F.adaptive_max_pool2d)
+
+
+class AdaptiveMaxPool3d(_AdaptiveMaxPoolNd):
+    """As ``torch.nn.AdaptiveMaxPool3d``."""
+
+    _fn = staticmethod(F.adaptive_max_pool3d)
 
 
 class _LPPoolNd(Module):
@@ -195,6 +249,12 @@ class LPPool2d(_LPPoolNd):
     """As ``torch.nn.LPPool2d``."""
 
     _fn = staticmethod(F.lp_pool2d)
+
+
+class LPPool3d(_LPPoolNd):
+    """As ``torch.nn.LPPool3d``."""
+
+    _fn = staticmethod(F.lp_pool3d)
 
 
 class Upsample(Module):
@@ -235,6 +295,51 @@ class UpsamplingBilinear2d(Upsample):
 
     def __init__(self, size: Any = None, scale_factor: Any = None) -> None:
         super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+class PixelShuffle(Module):
+    """As ``torch.nn.PixelShuffle``."""
+
+    def __init__(self, upscale_factor: int) -> None:
+        super().__init__()
+        self.upscale_factor = upscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        """``(*, C*r*r, H, W)`` -> ``(*, C, H*r, W*r)``."""
+        return F.pixel_shuffle(input, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """As ``torch.nn.PixelUnshuffle``."""
+
+    def __init__(self, downscale_factor: int) -> None:
+        super().__init__()
+        self.downscale_factor = downscale_factor
+
+    def forward(self, input: Tensor) -> Tensor:
+        """``(*, C, H*r, W*r)`` -> ``(*, C*r*r, H, W)``."""
+        return F.pixel_unshuffle(input, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        return f"downscale_factor={self.downscale_factor}"
+
+
+class ChannelShuffle(Module):
+    """As ``torch.nn.ChannelShuffle``."""
+
+    def __init__(self, groups: int) -> None:
+        super().__init__()
+        self.groups = groups
+
+    def forward(self, input: Tensor) -> Tensor:
+        """The channels regrouped."""
+        return F.channel_shuffle(input, self.groups)
+
+    def extra_repr(self) -> str:
+        return f"groups={self.groups}"
 
 
 class Fold(Module):
