@@ -115,7 +115,10 @@ def ones_(tensor: Tensor) -> Tensor:
 
 
 def _host(tensor: Tensor, a: np.ndarray) -> Tensor:
-    return from_numpy(np.array(a, dtype=np.float64, order="C"), device=tensor.device).to(tensor._dt)
+    # uploaded in the tensor's dtype (float32 for the 16-bit ones): WGSL devices hold no float64
+    d = tensor._dt
+    npd = np.float64 if d is dt.float64 else np.float32
+    return from_numpy(np.array(a, dtype=npd, order="C"), device=tensor.device).to(d)
 
 
 def eye_(tensor: Tensor) -> Tensor:

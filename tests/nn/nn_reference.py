@@ -76,3 +76,13 @@ def torch_input(a: np.ndarray, requires_grad: bool = True, dtype: Any = None) ->
 def is_slow(device: ember.Device) -> bool:
     """lavapipe WGSL: runs only a representative subset of the parametrisations."""
     return device.type in ("wgpu", "vulkan", "opengl")
+
+
+def is_reduced(device: ember.Device) -> bool:
+    """Devices that run a representative subset (the slow WGSL one, and the unfused Cube CPU
+    one, whose kernels the fused device's cases already exercise one op at a time)."""
+    return is_slow(device) or (device.type == "cpu" and device.inner().spec[-1] is False)
+
+
+def is_flex(device: ember.Device) -> bool:
+    return device.type == "flex"

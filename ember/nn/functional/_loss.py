@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
+
 from ... import dtype as dt
 from ...functional import broadcast_tensors, where
 from ...tensor import Tensor
@@ -92,6 +94,25 @@ def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
     if target._dt.category != dt.INT:
         raise RuntimeError(f"expected scalar type Long but found {target._dt}")
     target = target.to(dt.int64) if target._dt is not dt.int64 else target
+    if weight is None and not _may_hold(target, ignore_index):
+        # fast path (the common case): nothing ignored, no weights -- no masks, the mean is a mean
+        picked = logp.gather(1, target.unsqueeze(1)).squeeze(1)
+        if reduction == "mean":
+            out = -picked.mean()
+        elif reduction == "sum":
+            out = -picked.sum()
+        else:
+            out = -(picked.squeeze(0) if unbatched else picked)
+        if label_smoothing > 0.0:
+            smooth = logp.sum(1)
+            if reduction == "mean":
+                sm = -smooth.mean()
+            elif reduction == "sum":
+                sm = -smooth.sum()
+            else:
+                sm = -(smooth.squeeze(0) if unbatched else smooth)
+            out = out * (1.0 - label_smoothing) + sm * (label_smoothing / c)
+        return out
     valid = target != ignore_index
     safe = where(valid, target, 0)  # an ignored target may be out of range (-100)
     picked = logp.gather(1, safe.unsqueeze(1)).squeeze(1)
@@ -126,6 +147,15 @@ def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
             sm = smooth.squeeze(0) if unbatched else smooth
         out = out * (1.0 - label_smoothing) + sm * (label_smoothing / c)
     return out
+
+
+def _may_hold(target: Tensor, value: int) -> bool:
+    """Whether ``target`` may contain ``value``: read when it is readable without draining a
+    lazy stream (targets are usually uploaded host data), else assumed (the masked path)."""
+    bk = target._bk
+    if not (bk.eager or bk.is_ready(target._p)):
+        return True
+    return bool((np.asarray(target.numpy()) == value).any())
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
