@@ -65,10 +65,12 @@ class Parameter(Tensor):
 
     @property
     def requires_grad(self) -> bool:  # type: ignore[override]
+        """Whether gradients are recorded for this parameter (as torch)."""
         return self._bk.is_tracked(self._p)
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
+        """Whether gradients are recorded for this parameter (as torch)."""
         self.requires_grad_(value)
 
     @property
@@ -78,6 +80,7 @@ class Parameter(Tensor):
 
     @data.setter
     def data(self, value: Tensor) -> None:
+        """Rebind the parameter to ``value``'s data (as torch's ``param.data = t``)."""
         _rebind(self, value)
 
     def __repr__(self) -> str:

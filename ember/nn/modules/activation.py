@@ -35,9 +35,11 @@ class ReLU(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.ReLU.forward."""
         return input.relu()
 
     def extra_repr(self) -> str:
+        """torch's ReLU text inside the repr parentheses."""
         return _inplace(self.inplace, True)
 
 
@@ -53,9 +55,11 @@ class Hardtanh(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Hardtanh.forward."""
         return F.hardtanh(input, self.min_val, self.max_val)
 
     def extra_repr(self) -> str:
+        """torch's Hardtanh text inside the repr parentheses."""
         return f"min_val={self.min_val}, max_val={self.max_val}" + _inplace(self.inplace, False)
 
 
@@ -66,6 +70,7 @@ class ReLU6(Hardtanh):
         super().__init__(0.0, 6.0, inplace)
 
     def extra_repr(self) -> str:
+        """torch's ReLU6 text inside the repr parentheses."""
         return _inplace(self.inplace, True)
 
 
@@ -79,9 +84,11 @@ class GELU(Module):
         self.approximate = approximate
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.GELU.forward."""
         return input.gelu(self.approximate)
 
     def extra_repr(self) -> str:
+        """torch's GELU text inside the repr parentheses."""
         return f"approximate={self.approximate!r}"
 
 
@@ -93,9 +100,11 @@ class SiLU(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.SiLU.forward."""
         return input.silu()
 
     def extra_repr(self) -> str:
+        """torch's SiLU text inside the repr parentheses."""
         return _inplace(self.inplace, True)
 
 
@@ -103,6 +112,7 @@ class Mish(SiLU):
     """As torch.nn.Mish: ``x * tanh(softplus(x))``."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Mish.forward."""
         return F.mish(input)
 
 
@@ -110,6 +120,7 @@ class SELU(SiLU):
     """As torch.nn.SELU."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.SELU.forward."""
         return F.selu(input)
 
 
@@ -117,6 +128,7 @@ class Tanh(Module):
     """As torch.nn.Tanh."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Tanh.forward."""
         return input.tanh()
 
 
@@ -124,6 +136,7 @@ class Sigmoid(Module):
     """As torch.nn.Sigmoid."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Sigmoid.forward."""
         return input.sigmoid()
 
 
@@ -131,6 +144,7 @@ class Softsign(Module):
     """As torch.nn.Softsign."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Softsign.forward."""
         return F.softsign(input)
 
 
@@ -138,6 +152,7 @@ class Tanhshrink(Module):
     """As torch.nn.Tanhshrink."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Tanhshrink.forward."""
         return F.tanhshrink(input)
 
 
@@ -145,6 +160,7 @@ class LogSigmoid(Module):
     """As torch.nn.LogSigmoid."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.LogSigmoid.forward."""
         return F.logsigmoid(input)
 
 
@@ -154,6 +170,7 @@ class _DimModule(Module):
         self.dim = dim
 
     def extra_repr(self) -> str:
+        """torch's Softmax text inside the repr parentheses."""
         return f"dim={self.dim}"
 
 
@@ -161,6 +178,7 @@ class Softmax(_DimModule):
     """As torch.nn.Softmax(dim)."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Softmax.forward."""
         return F.softmax(input, self.dim)
 
 
@@ -168,6 +186,7 @@ class LogSoftmax(_DimModule):
     """As torch.nn.LogSoftmax(dim)."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.LogSoftmax.forward."""
         return F.log_softmax(input, self.dim)
 
 
@@ -175,6 +194,7 @@ class Softmin(_DimModule):
     """As torch.nn.Softmin(dim)."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Softmin.forward."""
         return F.softmin(input, self.dim)
 
 
@@ -185,6 +205,7 @@ class GLU(_DimModule):
         super().__init__(dim)
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.GLU.forward."""
         return F.glu(input, self.dim)  # type: ignore[arg-type]
 
 
@@ -197,9 +218,11 @@ class LeakyReLU(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.LeakyReLU.forward."""
         return F.leaky_relu(input, self.negative_slope)
 
     def extra_repr(self) -> str:
+        """torch's LeakyReLU text inside the repr parentheses."""
         return f"negative_slope={self.negative_slope}" + _inplace(self.inplace, False)
 
 
@@ -212,9 +235,11 @@ class ELU(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.ELU.forward."""
         return F.elu(input, self.alpha)
 
     def extra_repr(self) -> str:
+        """torch's ELU text inside the repr parentheses."""
         return f"alpha={self.alpha}" + _inplace(self.inplace, False)
 
 
@@ -222,6 +247,7 @@ class CELU(ELU):
     """As torch.nn.CELU(alpha=1.0)."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.CELU.forward."""
         return F.celu(input, self.alpha)
 
 
@@ -234,9 +260,11 @@ class Softplus(Module):
         self.threshold = threshold
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Softplus.forward."""
         return F.softplus(input, self.beta, self.threshold)
 
     def extra_repr(self) -> str:
+        """torch's Softplus text inside the repr parentheses."""
         return f"beta={self.beta}, threshold={self.threshold}"
 
 
@@ -248,6 +276,7 @@ class Hardsigmoid(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Hardsigmoid.forward."""
         return F.hardsigmoid(input)
 
 
@@ -255,6 +284,7 @@ class Hardswish(Hardsigmoid):
     """As torch.nn.Hardswish."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Hardswish.forward."""
         return F.hardswish(input)
 
 
@@ -274,9 +304,11 @@ class PReLU(Module):
         init.constant_(self.weight, self.init)
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.PReLU.forward."""
         return F.prelu(input, self.weight)
 
     def extra_repr(self) -> str:
+        """torch's PReLU text inside the repr parentheses."""
         return f"num_parameters={self.num_parameters}"
 
 
@@ -290,9 +322,11 @@ class Threshold(Module):
         self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Threshold.forward."""
         return F.threshold(input, self.threshold, self.value)
 
     def extra_repr(self) -> str:
+        """torch's Threshold text inside the repr parentheses."""
         return f"threshold={self.threshold}, value={self.value}" + _inplace(self.inplace, False)
 
 
@@ -304,9 +338,11 @@ class Softshrink(Module):
         self.lambd = lambd
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Softshrink.forward."""
         return F.softshrink(input, self.lambd)
 
     def extra_repr(self) -> str:
+        """torch's Softshrink text inside the repr parentheses."""
         return str(self.lambd)
 
 
@@ -314,4 +350,5 @@ class Hardshrink(Softshrink):
     """As torch.nn.Hardshrink(lambd=0.5)."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Hardshrink.forward."""
         return F.hardshrink(input, self.lambd)

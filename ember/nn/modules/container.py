@@ -204,6 +204,7 @@ class ModuleList(Module):
         return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Containers have no forward (torch's ModuleList neither); raises."""
         raise NotImplementedError("ModuleList has no forward; iterate over it")
 
 
@@ -267,6 +268,7 @@ class ModuleDict(Module):
                 self[kv[0]] = kv[1]
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Containers have no forward (torch's ModuleDict neither); raises."""
         raise NotImplementedError("ModuleDict has no forward; index it")
 
 
@@ -325,10 +327,12 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self) -> str:
+        """torch's ParameterList text inside the repr parentheses."""
         # torch's lines carry two leading spaces (visible when there is only one)
         return "\n".join(f"  ({i}): {_param_repr(p)}" for i, p in enumerate(self))
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Containers have no forward (torch's ParameterList neither); raises."""
         raise NotImplementedError("ParameterList has no forward")
 
 
@@ -401,7 +405,9 @@ class ParameterDict(Module):
             self[k] = v
 
     def extra_repr(self) -> str:
+        """torch's ParameterDict text inside the repr parentheses."""
         return "\n".join(f"  ({k}): {_param_repr(v)}" for k, v in self.items())
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
+        """Containers have no forward (torch's ParameterDict neither); raises."""
         raise NotImplementedError("ParameterDict has no forward")

@@ -20,6 +20,7 @@ class _DropoutNd(Module):
         self.inplace = inplace
 
     def extra_repr(self) -> str:
+        """torch's Dropout text inside the repr parentheses."""
         return f"p={self.p}, inplace={self.inplace}"
 
 
@@ -27,6 +28,7 @@ class Dropout(_DropoutNd):
     """As torch.nn.Dropout(p=0.5)."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Dropout.forward."""
         return F.dropout(input, self.p, self.training)
 
 
@@ -34,6 +36,7 @@ class Dropout1d(_DropoutNd):
     """As torch.nn.Dropout1d: zeroes whole channels of ``(N, C, L)``."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Dropout1d.forward."""
         return F.dropout1d(input, self.p, self.training)
 
 
@@ -41,6 +44,7 @@ class Dropout2d(_DropoutNd):
     """As torch.nn.Dropout2d: zeroes whole channels of ``(N, C, H, W)``."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Dropout2d.forward."""
         return F.dropout2d(input, self.p, self.training)
 
 
@@ -48,6 +52,7 @@ class Dropout3d(_DropoutNd):
     """As torch.nn.Dropout3d: zeroes whole channels of ``(N, C, D, H, W)``."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Dropout3d.forward."""
         return F.dropout3d(input, self.p, self.training)
 
 
@@ -55,6 +60,7 @@ class AlphaDropout(_DropoutNd):
     """As torch.nn.AlphaDropout (keeps SELU's mean and variance)."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.AlphaDropout.forward."""
         return F.alpha_dropout(input, self.p, self.training)
 
 
@@ -62,4 +68,5 @@ class FeatureAlphaDropout(_DropoutNd):
     """As torch.nn.FeatureAlphaDropout: alpha dropout of whole channels."""
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.FeatureAlphaDropout.forward."""
         return F.feature_alpha_dropout(input, self.p, self.training)

@@ -26,6 +26,7 @@ class Identity(Module):
         super().__init__()
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Identity.forward."""
         return input
 
 
@@ -54,6 +55,7 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Linear.forward."""
         # the dict read skips __getattr__ (this is the hottest layer)
         p = self._parameters
         out = input.matmul(p["weight"].T)  # type: ignore[union-attr]
@@ -61,6 +63,7 @@ class Linear(Module):
         return out if b is None else out + b
 
     def extra_repr(self) -> str:
+        """torch's Linear text inside the repr parentheses."""
         return f"in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}"
 
 
@@ -76,10 +79,12 @@ class LazyLinear(Linear):
         self.register_parameter("bias", None)
 
     def reset_parameters(self) -> None:
+        """torch's initialisation, once the input size is known."""
         if self.in_features:
             super().reset_parameters()
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.LazyLinear.forward."""
         if self.weight is None:
             bias, device, dtype = self._lazy
             self.in_features = input.shape[-1]
@@ -115,9 +120,11 @@ class Bilinear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input1: Tensor, input2: Tensor) -> Tensor:
+        """As torch.nn.Bilinear.forward."""
         return F.bilinear(input1, input2, self.weight, self.bias)
 
     def extra_repr(self) -> str:
+        """torch's Bilinear text inside the repr parentheses."""
         return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
                 f"out_features={self.out_features}, bias={self.bias is not None}")
 
@@ -131,9 +138,11 @@ class Flatten(Module):
         self.end_dim = end_dim
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Flatten.forward."""
         return input.flatten(self.start_dim, self.end_dim)
 
     def extra_repr(self) -> str:
+        """torch's Flatten text inside the repr parentheses."""
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
 
 
@@ -146,7 +155,9 @@ class Unflatten(Module):
         self.unflattened_size = tuple(unflattened_size)
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Unflatten.forward."""
         return input.unflatten(self.dim, self.unflattened_size)
 
     def extra_repr(self) -> str:
+        """torch's Unflatten text inside the repr parentheses."""
         return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

@@ -44,6 +44,7 @@ class CrossEntropyLoss(_WeightedLoss):
         self.label_smoothing = label_smoothing
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.CrossEntropyLoss.forward."""
         return F.cross_entropy(input, target, weight=self._buffers["weight"], ignore_index=self.ignore_index,
                                reduction=self.reduction, label_smoothing=self.label_smoothing)
 
@@ -57,6 +58,7 @@ class NLLLoss(_WeightedLoss):
         self.ignore_index = ignore_index
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.NLLLoss.forward."""
         return F.nll_loss(input, target, weight=self._buffers["weight"], ignore_index=self.ignore_index,
                           reduction=self.reduction)
 
@@ -65,6 +67,7 @@ class MSELoss(_Loss):
     """As torch.nn.MSELoss."""
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.MSELoss.forward."""
         return F.mse_loss(input, target, reduction=self.reduction)
 
 
@@ -72,6 +75,7 @@ class L1Loss(_Loss):
     """As torch.nn.L1Loss."""
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.L1Loss.forward."""
         return F.l1_loss(input, target, reduction=self.reduction)
 
 
@@ -84,6 +88,7 @@ class SmoothL1Loss(_Loss):
         self.beta = beta
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.SmoothL1Loss.forward."""
         return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
 
 
@@ -95,6 +100,7 @@ class HuberLoss(_Loss):
         self.delta = delta
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.HuberLoss.forward."""
         return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
 
 
@@ -102,6 +108,7 @@ class BCELoss(_WeightedLoss):
     """As torch.nn.BCELoss (logs clamped at -100)."""
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.BCELoss.forward."""
         return F.binary_cross_entropy(input, target, weight=self._buffers["weight"], reduction=self.reduction)
 
 
@@ -115,6 +122,7 @@ class BCEWithLogitsLoss(_Loss):
         self.register_buffer("pos_weight", pos_weight)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.BCEWithLogitsLoss.forward."""
         b = self._buffers
         return F.binary_cross_entropy_with_logits(input, target, b["weight"], reduction=self.reduction,
                                                   pos_weight=b["pos_weight"])
@@ -129,6 +137,7 @@ class KLDivLoss(_Loss):
         self.log_target = log_target
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.KLDivLoss.forward."""
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
 
@@ -143,6 +152,7 @@ class CosineEmbeddingLoss(_MarginLoss):
     """As torch.nn.CosineEmbeddingLoss(margin=0)."""
 
     def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.CosineEmbeddingLoss.forward."""
         return F.cosine_embedding_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)
 
 
@@ -150,6 +160,7 @@ class MarginRankingLoss(_MarginLoss):
     """As torch.nn.MarginRankingLoss(margin=0)."""
 
     def forward(self, input1: Tensor, input2: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.MarginRankingLoss.forward."""
         return F.margin_ranking_loss(input1, input2, target, margin=self.margin, reduction=self.reduction)
 
 
@@ -161,6 +172,7 @@ class HingeEmbeddingLoss(_MarginLoss):
         super().__init__(margin, size_average, reduce, reduction)
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.HingeEmbeddingLoss.forward."""
         return F.hinge_embedding_loss(input, target, margin=self.margin, reduction=self.reduction)
 
 
@@ -168,6 +180,7 @@ class SoftMarginLoss(_Loss):
     """As torch.nn.SoftMarginLoss."""
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.SoftMarginLoss.forward."""
         return F.soft_margin_loss(input, target, reduction=self.reduction)
 
 
@@ -182,6 +195,7 @@ class PoissonNLLLoss(_Loss):
         self.eps = eps
 
     def forward(self, log_input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.PoissonNLLLoss.forward."""
         return F.poisson_nll_loss(log_input, target, log_input=self.log_input, full=self.full, eps=self.eps,
                                   reduction=self.reduction)
 
@@ -195,6 +209,7 @@ class GaussianNLLLoss(_Loss):
         self.eps = eps
 
     def forward(self, input: Tensor, target: Tensor, var: Any) -> Tensor:
+        """As torch.nn.GaussianNLLLoss.forward."""
         return F.gaussian_nll_loss(input, target, var, full=self.full, eps=self.eps, reduction=self.reduction)
 
 
@@ -212,6 +227,7 @@ class TripletMarginLoss(_Loss):
         self.swap = swap
 
     def forward(self, anchor: Tensor, positive: Tensor, negative: Tensor) -> Tensor:
+        """As torch.nn.TripletMarginLoss.forward."""
         return F.triplet_margin_loss(anchor, positive, negative, margin=self.margin, p=self.p, eps=self.eps,
                                      swap=self.swap, reduction=self.reduction)
 
@@ -220,6 +236,7 @@ class MultiLabelSoftMarginLoss(_WeightedLoss):
     """As torch.nn.MultiLabelSoftMarginLoss."""
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.MultiLabelSoftMarginLoss.forward."""
         return F.multilabel_soft_margin_loss(input, target, weight=self._buffers["weight"], reduction=self.reduction)
 
 
@@ -235,5 +252,6 @@ class MultiMarginLoss(_WeightedLoss):
         self.margin = margin
 
     def forward(self, input: Tensor, target: Tensor) -> Tensor:
+        """As torch.nn.MultiMarginLoss.forward."""
         return F.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self._buffers["weight"],
                                    reduction=self.reduction)

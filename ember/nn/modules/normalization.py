@@ -54,10 +54,12 @@ class LayerNorm(Module):
             init.zeros_(self.bias)
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.LayerNorm.forward."""
         p = self._parameters
         return F.layer_norm(input, self.normalized_shape, p["weight"], p["bias"], self.eps)
 
     def extra_repr(self) -> str:
+        """torch's LayerNorm text inside the repr parentheses."""
         return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
                 f"bias={self.bias is not None}")
 
@@ -83,9 +85,11 @@ class RMSNorm(Module):
             init.ones_(self.weight)
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.RMSNorm.forward."""
         return F.rms_norm(input, self.normalized_shape, self._parameters["weight"], self.eps)
 
     def extra_repr(self) -> str:
+        """torch's RMSNorm text inside the repr parentheses."""
         return f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}"
 
 
@@ -120,10 +124,12 @@ class GroupNorm(Module):
             init.zeros_(self.bias)
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.GroupNorm.forward."""
         p = self._parameters
         return F.group_norm(input, self.num_groups, p["weight"], p["bias"], self.eps)
 
     def extra_repr(self) -> str:
+        """torch's GroupNorm text inside the repr parentheses."""
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
                 f"bias={self.bias is not None}")
 
@@ -195,12 +201,14 @@ class _NormBase(Module):
         return factor
 
     def extra_repr(self) -> str:
+        """torch's BatchNorm1d text inside the repr parentheses."""
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
                 f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
 
 
 class _BatchNorm(_NormBase):
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.BatchNorm1d/2d/3d.forward."""
         self._check_input_dim(input)
         factor = self._average_factor()
         b = self._buffers
@@ -237,6 +245,7 @@ class _InstanceNorm(_NormBase):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.InstanceNorm1d/2d/3d.forward."""
         self._check_input_dim(input)
         unbatched = input.ndim == self._batch_ndims[0]
         x = input.unsqueeze(0) if unbatched else input

@@ -64,10 +64,12 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input: Tensor) -> Tensor:
+        """As torch.nn.Embedding.forward."""
         return F.embedding(input, self._parameters["weight"], self.padding_idx, self.max_norm,  # type: ignore[arg-type]
                            self.norm_type, self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self) -> str:
+        """torch's Embedding text inside the repr parentheses."""
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
@@ -125,11 +127,13 @@ class EmbeddingBag(Module):
 
     def forward(self, input: Tensor, offsets: Tensor | None = None,
                 per_sample_weights: Tensor | None = None) -> Tensor:
+        """As torch.nn.EmbeddingBag.forward."""
         return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
                                self.mode, self.sparse, per_sample_weights, self.include_last_offset,
                                self.padding_idx)
 
     def extra_repr(self) -> str:
+        """torch's EmbeddingBag text inside the repr parentheses."""
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.max_norm is not None:
             s += f", max_norm={self.max_norm}"
