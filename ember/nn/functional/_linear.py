@@ -11,11 +11,19 @@ __all__ = ["linear", "bilinear"]
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """As torch.nn.functional.linear: ``input @ weight.T + bias``."""
+    """As torch.nn.functional.linear: ``input @ weight.T + bias``. Inputs of more than two
+    dims are multiplied as one 2-D ``(prod(lead), in) @ (in, out)`` matmul (a view in and out)
+    rather than a batched one with the weight broadcast; the bias add follows the matmul
+    directly, so fused devices apply it in the matmul's epilogue."""
+    nd = input.ndim
+    if nd > 2:
+        lead = input.shape[:-1]
+        out = input.reshape(-1, input.shape[-1]).matmul(weight.T)
+        if bias is not None:
+            out = out + bias
+        return out.reshape(lead + (weight.shape[0],))
     out = input.matmul(weight.T)
-    if bias is not None:
-        out = out + bias
-    return out
+    return out if bias is None else out + bias
 
 
 def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
