@@ -106,6 +106,10 @@ def test_load_state_dict_keeps_parameter_objects_and_grads():
     np.testing.assert_array_equal(w.numpy(), 0.5)
     np.testing.assert_array_equal(w.grad.numpy(), g)
     np.testing.assert_array_equal(m.bias.numpy(), [1.0, 2.0])
+    bn = enn.BatchNorm1d(2)
+    rm = bn.running_mean
+    bn.load_state_dict({**{k: v.numpy() for k, v in bn.state_dict().items()}, "running_mean": np.ones(2)})
+    assert bn.running_mean is rm and rm.numpy().tolist() == [1.0, 1.0] and rm.dtype is ember.float32
     # float64 sources are cast to the parameter's dtype
     m.load_state_dict({"weight": np.ones((2, 3)), "bias": np.zeros(2)})
     assert m.weight.dtype is ember.float32

@@ -11,8 +11,8 @@ Differences from torch (values, not storages):
   ``.grad`` moved along) by rebinding it to the moved value; buffers are replaced by new
   tensors, as torch does. A Parameter moved to a device without autodiff holds values only
   (``requires_grad`` reads False) until it moves to an autodiff device again.
-* ``load_state_dict`` copies values into the existing Parameter objects (optimizers holding
-  them keep working); it accepts numpy arrays as well as tensors. Shapes print as tuples.
+* ``load_state_dict`` copies values into the existing Parameter and buffer objects
+  (optimizers holding them keep working); it accepts numpy arrays as well as tensors. Shapes print as tuples.
 """
 
 from __future__ import annotations
@@ -651,7 +651,7 @@ class Module:
                 if g is not None and cur.requires_grad:
                     cur.grad = g
             else:
-                self._buffers[name] = src if src is not cur else src.clone()
+                cur.copy_(src)  # buffers keep their identity too, as torch's copy_ into them
 
     def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True,
                         assign: bool = False) -> _IncompatibleKeys:
