@@ -17,6 +17,8 @@ from .loss import __all__ as _loss
 from .module import Module
 from .normalization import *  # noqa: F403
 from .normalization import __all__ as _normalization
+from .padding import *  # noqa: F403
+from .padding import __all__ as _padding
 from .pooling import *  # noqa: F403
 from .pooling import __all__ as _pooling
 from .rnn import *  # noqa: F403
@@ -27,4 +29,4 @@ from .transformer import *  # noqa: F403
 from .transformer import __all__ as _transformer
 
 __all__ = ["Module", *_activation, *_container, *_conv, *_dropout, *_linear, *_loss, *_normalization,
-           *_pooling, *_rnn, *_sparse, *_transformer]
+           *_padding, *_pooling, *_rnn, *_sparse, *_transformer]
