@@ -6,9 +6,9 @@ exists and every difference from PyTorch.
 
 from __future__ import annotations
 
-from . import functional, init
+from . import functional, init, utils
 from .modules import *  # noqa: F403
 from .modules import __all__ as _modules_all
 from .parameter import Buffer, Parameter
 
-__all__ = ["Parameter", "Buffer", "functional", "init", *_modules_all]
+__all__ = ["Parameter", "Buffer", "functional", "init", "utils", *_modules_all]
