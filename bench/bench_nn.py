@@ -16,10 +16,11 @@ Rows:
   ``Device.flex().autodiff()`` and ``Device.cpu().autodiff()`` [<= 1.05x]. The update list is
   built once (as an optimizer holds its parameters).
 
-Method: each sample times a block of calls of one side, then of the other (the order
-alternates between samples); the figure is the median of the per-sample ratios, which stays
-stable while the shared machine changes speed. Before timing, the two MLP forms are checked
-to give the same loss and gradients.
+Method: each sample times a short block of calls of one side (50 Linear calls, 2 MLP steps),
+then of the other (the order alternates between samples); the figure is the median of the
+per-sample ratios over hundreds of samples, which stays stable while the shared machine
+changes speed (long blocks gave ratios swinging by +-25% at load 7 on two cores). Before
+timing, the two MLP forms are checked to give the same loss and gradients.
 """
 
 from __future__ import annotations
@@ -166,7 +167,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
-    samples = 5 if args.quick else 31
+    # short blocks, many samples: the shared machine's speed drifts less within a pair
+    quick = args.quick
     header = [
         f"- date: {datetime.date.today().isoformat()}",
         f"- CPU: {cpu_model()}, {usable_cores()} usable cores",
@@ -174,7 +176,7 @@ def main() -> None:
         f"- OMP_NUM_THREADS: {os.environ.get('OMP_NUM_THREADS', '(unset: all cores)')}",
         f"- load average at start: {', '.join(f'{v:.2f}' for v in os.getloadavg())}",
     ]
-    rows = linear_rows(calls=500, samples=samples) + mlp_rows(calls=20, samples=samples)
+    rows = linear_rows(calls=50, samples=31 if quick else 301) + mlp_rows(calls=2, samples=11 if quick else 101)
     lines = ["| row | ratio nn / bare | nn per call | bare per call | goal |", "| --- | --- | --- | --- | --- |"]
     for name, r, t1, t2, goal in rows:
         lines.append(f"| {name} | {r:.3f}x | {fmt_t(t1)} | {fmt_t(t2)} | {goal} |")
