@@ -1,7 +1,7 @@
 """ember.nn's cost over the bare tensor code it wraps, in one run (issue 19 goals).
 
     python bench/bench_nn.py            # prints the machine and the tables
-    python bench/bench_nn.py --save     # also writes bench/results/nn_<date>[_<tag>].md (--tag NAME)
+    python bench/bench_nn.py --save     # also writes bench/results/nn_[<tag>_]<date>.md (--tag NAME)
     python bench/bench_nn.py --quick    # fewer samples (a smoke run: noisy)
 
 Rows:
@@ -12,13 +12,15 @@ Rows:
 * ``MLP step``: one training step of the digits 64-128-10 MLP (ReLU, batch 128): forward,
   cross entropy, backward, a hand-written SGD update under ``no_grad``, the loss read; written
   with ``nn.Linear`` + ``F.cross_entropy`` against the same model as bare tensors with a
-  hand-written cross entropy (``-log_softmax(z).gather(1, y).mean()``), on
-  ``Device.flex().autodiff()`` and ``Device.cpu().autodiff()`` [<= 1.05x].
+  hand-written cross entropy (``-log_softmax(z).gather(1, y.unsqueeze(1)).mean()``), on
+  ``Device.flex().autodiff()`` and ``Device.cpu().autodiff()`` [<= 1.05x]. The update list is
+  built once (as an optimizer holds its parameters).
 
-Method: each sample times a block of calls of one side, then of the other (the order
-alternates between samples); the figure is the median of the per-sample ratios, which stays
-stable while the shared machine changes speed. Before timing, the two MLP forms are checked
-to give the same loss and gradients.
+Method: each sample times a short block of calls of one side (50 Linear calls, 2 MLP steps),
+then of the other (the order alternates between samples); the figure is the median of the
+per-sample ratios over hundreds of samples, which stays stable while the shared machine
+changes speed (long blocks gave ratios swinging by +-25% at load 7 on two cores). Before
+timing, the two MLP forms are checked to give the same loss and gradients.
 """
 
 from __future__ import annotations
@@ -116,7 +118,6 @@ def mlp_row(name: str, dev: Device, X: np.ndarray, Y: np.ndarray, calls: int,
     bare = [p.detach().clone().requires_grad_() for p in params]
     x = ember.tensor(X[:128], device=dev)
     y = ember.tensor(Y[:128], device=dev)
-    y1 = y.unsqueeze(1)
 
     def nn_step() -> float:
         loss = F.cross_entropy(model(x), y)
@@ -130,7 +131,7 @@ def mlp_row(name: str, dev: Device, X: np.ndarray, Y: np.ndarray, calls: int,
     def bare_loss() -> ember.Tensor:
         w1, b1, w2, b2 = bare
         logits = (x @ w1.T + b1).relu() @ w2.T + b2
-        return -logits.log_softmax(1).gather(1, y1).mean()
+        return -logits.log_softmax(1).gather(1, y.unsqueeze(1)).mean()
 
     def bare_step() -> float:
         loss = bare_loss()
@@ -166,7 +167,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--tag", default="")
     args = ap.parse_args()
-    samples = 5 if args.quick else 21
+    # short blocks, many samples: the shared machine's speed drifts less within a pair
+    quick = args.quick
     header = [
         f"- date: {datetime.date.today().isoformat()}",
         f"- CPU: {cpu_model()}, {usable_cores()} usable cores",
@@ -174,7 +176,7 @@ def main() -> None:
         f"- OMP_NUM_THREADS: {os.environ.get('OMP_NUM_THREADS', '(unset: all cores)')}",
         f"- load average at start: {', '.join(f'{v:.2f}' for v in os.getloadavg())}",
     ]
-    rows = linear_rows(calls=200, samples=samples) + mlp_rows(calls=20, samples=samples)
+    rows = linear_rows(calls=50, samples=31 if quick else 301) + mlp_rows(calls=2, samples=11 if quick else 101)
     lines = ["| row | ratio nn / bare | nn per call | bare per call | goal |", "| --- | --- | --- | --- | --- |"]
     for name, r, t1, t2, goal in rows:
         lines.append(f"| {name} | {r:.3f}x | {fmt_t(t1)} | {fmt_t(t2)} | {goal} |")
@@ -183,8 +185,8 @@ def main() -> None:
         "order alternating); times are medians per call.\n")
     print(text)
     if args.save:
-        tag = f"_{args.tag}" if args.tag else ""
-        out = REPO / "bench" / "results" / f"nn_{datetime.date.today().isoformat()}{tag}.md"
+        tag = f"{args.tag}_" if args.tag else ""
+        out = REPO / "bench" / "results" / f"nn_{tag}{datetime.date.today().isoformat()}.md"
         out.write_text(text)
         print(f"written {out}")
 

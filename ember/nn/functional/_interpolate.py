@@ -114,8 +114,8 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
         factors = (None,) * nd if recompute_scale_factor else fs
     if any(s <= 0 for s in sizes):
         raise ValueError(f"interpolate: output size {sizes} must be positive")
-    if input.dtype.category != dt.FLOAT:
-        raise TypeError(f"interpolate: expected a floating-point input, got {input.dtype}")
+    if input.dtype.category != dt.FLOAT and mode not in ("nearest", "nearest-exact"):
+        raise TypeError(f"interpolate: mode {mode!r} expects a floating-point input, got {input.dtype}")
     if mode == "area":
         return _adaptive_avg(input, sizes, nd, "interpolate")
     y = input

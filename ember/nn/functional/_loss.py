@@ -9,8 +9,6 @@ from __future__ import annotations
 import math
 import warnings
 
-import numpy as np
-
 from ... import dtype as dt
 from ...functional import broadcast_tensors, where
 from ...tensor import Tensor
@@ -96,12 +94,14 @@ def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
     target = target.to(dt.int64) if target._dt is not dt.int64 else target
     if weight is None and not _may_hold(target, ignore_index):
         # fast path (the common case): nothing ignored, no weights -- no masks, the mean is a mean
-        picked = logp.gather(1, target.unsqueeze(1)).squeeze(1)
+        # the (N, 1, *) gather reduces as is: no squeeze (one op less) unless reduction='none'
+        picked = logp.gather(1, target.unsqueeze(1))
         if reduction == "mean":
             out = -picked.mean()
         elif reduction == "sum":
             out = -picked.sum()
         else:
+            picked = picked.squeeze(1)
             out = -(picked.squeeze(0) if unbatched else picked)
         if label_smoothing > 0.0:
             smooth = logp.sum(1)
@@ -155,7 +155,11 @@ def _may_hold(target: Tensor, value: int) -> bool:
     bk = target._bk
     if not (bk.eager or bk.is_ready(target._p)):
         return True
-    return bool((np.asarray(target.numpy()) == value).any())
+    a = target.numpy()
+    if a.size == 0:
+        return False
+    # class indices are >= 0: a negative ignore_index (torch's -100) only needs the minimum
+    return bool(a.min() <= value) if value < 0 else bool((a == value).any())
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: bool | None = None,
@@ -175,6 +179,11 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     shape, ``-sum(target * log_softmax)`` (class probabilities; the mean divides by the number
     of samples)."""
     red = _reduction(size_average, reduce, reduction)
+    if (weight is None and label_smoothing == 0.0 and red != "none" and input.ndim == 2 and target.ndim == 1
+            and target._dt is dt.int64 and target.shape[0] == input.shape[0] and not _may_hold(target, ignore_index)):
+        # the common case, as short as the hand-written form: -mean(log_softmax(x)[n, t[n]])
+        picked = input.log_softmax(1).gather(1, target.unsqueeze(1))
+        return -picked.mean() if red == "mean" else -picked.sum()
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
     class_dim = 0 if input.ndim == 1 else 1
