@@ -5,7 +5,7 @@ Fusion layer applies in the matmul's epilogue (a following activation joins it).
 
 from __future__ import annotations
 
-from ...tensor import Tensor
+from ...tensor import Tensor, _autocast
 
 __all__ = ["linear", "bilinear"]
 
@@ -15,6 +15,8 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     dims are multiplied as one 2-D ``(prod(lead), in) @ (in, out)`` matmul (a view in and out)
     rather than a batched one with the weight broadcast; the bias add follows the matmul
     directly, so fused devices apply it in the matmul's epilogue."""
+    if _autocast.active:
+        input, weight, bias = _autocast.lower(input, weight, bias)
     nd = input.ndim
     if nd > 2:
         lead = input.shape[:-1]

@@ -11,7 +11,7 @@ import warnings
 
 from ... import dtype as dt
 from ...functional import broadcast_tensors, where
-from ...tensor import Tensor
+from ...tensor import Tensor, _autocast
 from ._activation import logsigmoid
 from ._misc import pairwise_distance
 
@@ -167,6 +167,8 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None, size_a
     """As torch.nn.functional.nll_loss: ``-input[n, target[n]]`` (weighted), over ``(N, C)``,
     ``(N, C, d1, ...)`` or ``(C,)``; the weighted mean divides by the sum of the weights of the
     non-ignored targets."""
+    if _autocast.active:
+        input, weight = _autocast.fp32(input, weight)
     return _nll(input, target, weight, ignore_index, _reduction(size_average, reduce, reduction))
 
 
@@ -178,6 +180,8 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None, s
     ``label_smoothing`` with torch's formulas) or, for a floating point target of the input's
     shape, ``-sum(target * log_softmax)`` (class probabilities; the mean divides by the number
     of samples)."""
+    if _autocast.active:
+        input, target, weight = _autocast.fp32(input, target, weight)
     red = _reduction(size_average, reduce, reduction)
     if (weight is None and label_smoothing == 0.0 and red != "none" and input.ndim == 2 and target.ndim == 1
             and target._dt is dt.int64 and target.shape[0] == input.shape[0] and not _may_hold(target, ignore_index)):
@@ -225,6 +229,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor, weight: Tens
     """As torch.nn.functional.binary_cross_entropy_with_logits:
     ``(1 - t) * x + (1 + (pos_weight - 1) * t) * softplus(-x)`` in the stable form
     ``softplus(-x) = max(-x, 0) + log1p(exp(-|x|))``, times ``weight``."""
+    if _autocast.active:
+        input, target, weight, pos_weight = _autocast.fp32(input, target, weight, pos_weight)
     red = _reduction(size_average, reduce, reduction)
     if target.shape != input.shape:
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
@@ -243,6 +249,8 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, redu
     """As torch.nn.functional.kl_div: ``target * (log(target) - input)`` (0 where target is 0),
     or ``exp(target) * (target - input)`` with ``log_target``; ``reduction='batchmean'``
     divides the sum by the batch size."""
+    if _autocast.active:
+        input, target = _autocast.fp32(input, target)
     if size_average is not None or reduce is not None:
         red = _legacy_reduction(size_average, reduce)
     else:
@@ -268,6 +276,8 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None, redu
 def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
              reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """As torch.nn.functional.mse_loss (``weight``: the weighted mean divides by its sum)."""
+    if _autocast.active:
+        input, target = _autocast.fp32(input, target)
     red = _reduction(size_average, reduce, reduction)
     a, b = _check_same_size(input, target, "mse_loss")
     d = a - b
@@ -277,6 +287,8 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None, re
 def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None, reduce: bool | None = None,
             reduction: str = "mean", weight: Tensor | None = None) -> Tensor:
     """As torch.nn.functional.l1_loss."""
+    if _autocast.active:
+        input, target = _autocast.fp32(input, target)
     red = _reduction(size_average, reduce, reduction)
     a, b = _check_same_size(input, target, "l1_loss")
     return _weighted((a - b).abs(), weight, red)
@@ -286,6 +298,8 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
                    reduction: str = "mean", beta: float = 1.0) -> Tensor:
     """As torch.nn.functional.smooth_l1_loss: ``0.5 d**2 / beta`` below ``beta``, else
     ``d - 0.5 beta`` (``beta=0`` is l1)."""
+    if _autocast.active:
+        input, target = _autocast.fp32(input, target)
     red = _reduction(size_average, reduce, reduction)
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
@@ -300,6 +314,8 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
                weight: Tensor | None = None) -> Tensor:
     """As torch.nn.functional.huber_loss: ``0.5 d**2`` below ``delta``, else
     ``delta (d - 0.5 delta)``."""
+    if _autocast.active:
+        input, target = _autocast.fp32(input, target)
     red = _reduction(None, None, reduction)
     a, b = _check_same_size(input, target, "huber_loss")
     d = (a - b).abs()

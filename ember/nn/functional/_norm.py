@@ -14,7 +14,7 @@ import numpy as np
 
 from ... import dtype as dt
 from ...backends.autodiff.mode import no_grad
-from ...tensor import Tensor
+from ...tensor import Tensor, _autocast
 
 __all__ = ["layer_norm", "rms_norm", "group_norm", "batch_norm", "instance_norm"]
 
@@ -64,6 +64,8 @@ def layer_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Ten
                bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """As torch.nn.functional.layer_norm: normalise over the trailing ``normalized_shape``
     dims (biased variance), then ``* weight + bias``."""
+    if _autocast.active:
+        input, weight, bias = _autocast.fp32(input, weight, bias)
     shape = _shape_tuple(normalized_shape)
     dims = _check_trailing(input, shape, "layer_norm")
     x, back = _upcast(input)
@@ -80,6 +82,8 @@ def rms_norm(input: Tensor, normalized_shape: int | Sequence[int], weight: Tenso
              eps: float | None = None) -> Tensor:
     """As torch.nn.functional.rms_norm (torch 2.4+): ``x * rsqrt(mean(x**2) + eps) * weight``
     over the trailing dims; ``eps=None`` is ``finfo(input.dtype).eps``."""
+    if _autocast.active:
+        input, weight = _autocast.fp32(input, weight)
     shape = _shape_tuple(normalized_shape)
     dims = _check_trailing(input, shape, "rms_norm")
     if eps is None:
@@ -102,6 +106,8 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
                eps: float = 1e-5) -> Tensor:
     """As torch.nn.functional.group_norm: channels (dim 1) split into ``num_groups`` groups,
     each normalised over its channels and spatial dims; per-channel ``weight``/``bias``."""
+    if _autocast.active:
+        input, weight, bias = _autocast.fp32(input, weight, bias)
     if input.ndim < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.ndim}")
     n, c = input.shape[0], input.shape[1]
