@@ -233,4 +233,47 @@ def test_the_fusion_debug_log_names_plans_and_captures(capsys: pytest.CaptureFix
             (a * scale)[i].numpy()
         err = capsys.readouterr().err
     assert "drain [mul_scalar,add_scalar,sum] captured: 1 steps" in err
-    assert "drain [mul_scalar,index] not replayable: a read back" in err
+    # the index tensor is a realised input: checked on the host without breaking the capture
+    assert "drain [mul_scalar,index] captured: 2 steps" in err
+
+
+def test_a_replayed_index_drain_checks_its_new_indices(rng: np.random.Generator) -> None:
+    """A captured gather's replay checks the new index values first: out of range raises as
+    the unreplayed drain does; negative ones run the drain normally (they wrap)."""
+    from ember.errors import IndexOutOfRangeError
+
+    d = Device.cpu()
+    f = replaying(d)
+    scale = float(rng.uniform(1.5, 2.5))
+    x = rand(rng, 4, 6)
+    a = ember.tensor(x, device=d)
+    before = f.stats.replays
+    for _ in range(4):  # seen, captured, replayed
+        idx = rng.integers(0, 6, (4, 2))
+        got = (a * scale).gather(1, ember.tensor(idx, device=d)).numpy()
+        np.testing.assert_allclose(got, np.take_along_axis(x * np.float32(scale), idx, 1), rtol=1e-6)
+    assert f.stats.replays - before >= 2
+    neg = -rng.integers(1, 7, (4, 2))
+    got = (a * scale).gather(1, ember.tensor(neg, device=d)).numpy()
+    np.testing.assert_allclose(got, np.take_along_axis(x * np.float32(scale), neg + 6, 1), rtol=1e-6)
+    with pytest.raises(IndexOutOfRangeError):
+        (a * scale).gather(1, ember.tensor(np.full((4, 2), 6), device=d)).numpy()
+
+
+def test_a_drain_whose_floats_change_replays_with_them(rng: np.random.Generator) -> None:
+    """Adam's bias corrections change every step: the drain replays with the new values written
+    into its captured launches (and a value that stayed fixed while capturing, here the
+    multiplier, takes the ordinary path when it changes)."""
+    d = Device.cpu()
+    f = replaying(d)
+    x = rand(rng, 64)
+    a = ember.tensor(x, device=d)
+    mul = float(rng.uniform(2.0, 3.0))
+    before = f.stats.replays
+    for t in range(1, 8):
+        c = 1 - 0.9 ** t
+        got = ((a / c) * mul + c).numpy()
+        np.testing.assert_allclose(got, (x / np.float32(c)) * np.float32(mul) + np.float32(c), rtol=1e-6)
+    assert f.stats.replays - before >= 3  # drains 4..7
+    got = ((a / 0.5) * (mul + 1.0) + 0.5).numpy()
+    np.testing.assert_allclose(got, (x / np.float32(0.5)) * np.float32(mul + 1.0) + np.float32(0.5), rtol=1e-6)

@@ -298,7 +298,9 @@ class ElementwiseOps:
             return out
         w = _line_width(n, (*views, lout))
         if n >= _TUNE_MIN and d is None and w >= 4:  # a donated output must not be written twice
-            autotune.execute(client, EW_WIDTH_TUNABLES, client, lines_kernel, views, lout, scalars, op, w)
+            # a tuple, not a list: a drain capture keeps a call's tensor tuples as views (a list it
+            # cannot, and the drain would never replay)
+            autotune.execute(client, EW_WIDTH_TUNABLES, client, lines_kernel, tuple(views), lout, scalars, op, w)
             return out
         lines_kernel.launch(
             client, _count(n // w), _DIM, *[lines(v, w) for v in views], lines(lout, w), *scalars, op

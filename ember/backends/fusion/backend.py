@@ -314,14 +314,27 @@ class Fusion(Backend):
             value = self.inner.from_data(array, dtype)
         return FusionTensor(next(_ids), tuple(value.shape), dtype, None, value)
 
+    def _read(self, p: FusionTensor) -> Any:
+        """``realise`` for a read by the user (``into_data``, ``item``): reading a result this
+        thread's queue computed drains the whole queue, also when an earlier drain realised it
+        (an uploaded tensor, such as an index the Tensor API checks, drains nothing). A training loop's
+        ``loss.item()`` then ends its step's queue, so the next step's drains (queue limit
+        splits included) start at the same op and repeat the same plans and replays; otherwise
+        the optimiser's ops queued after a loss realised by the queue limit would shift every
+        later split by a step's worth of ops (a new plan search at every drain, no replay)."""
+        s = p.stream
+        if s is not None and s.ops and s is getattr(self._local, "stream", None):
+            s.drain()
+        return self.realise(p)
+
     def into_data(self, p: FusionTensor) -> Any:
         if tracing.active:
             with tracing.span("into_data", layer="fusion"):
-                return self.inner.into_data(self.realise(p))
-        return self.inner.into_data(self.realise(p))
+                return self.inner.into_data(self._read(p))
+        return self.inner.into_data(self._read(p))
 
     def item(self, p: FusionTensor) -> Any:
-        return self.inner.item(self.realise(p))  # untraced: see Dispatch.item
+        return self.inner.item(self._read(p))  # untraced: see Dispatch.item
 
     def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> FusionTensor:
         return self._register("full", (tuple(shape), value, dtype), tuple(shape), dtype)

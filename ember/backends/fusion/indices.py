@@ -17,15 +17,61 @@ import numpy as np
 from ... import _shape as S
 from ... import dtype as dt
 
-__all__ = ["INDEX_OPS", "checked_args"]
+__all__ = ["INDEX_OPS", "checked_args", "check_inputs"]
 
 
 def _fix(inner: Any, idx: Any, n: int, what: str) -> Any:
+    cap = _capturing()
+    if cap is not None:
+        k = cap.input_index(idx)
+        if k is not None:
+            # an index tensor the drain received realised: checked on the host here without
+            # breaking the capture, and again by every replay on its new input before it runs
+            # (``check_inputs``), so a training step's gather/index_select drain still replays
+            cap.inside += 1
+            try:
+                a = np.asarray(inner.into_data(idx))
+            finally:
+                cap.inside -= 1
+            if a.size and a.dtype.kind in "iu":
+                if S.wrapped_indices(a, n, what) is not None:
+                    from ...cube.runtime import capture
+
+                    capture.broken("negative indices (wrapped on the host)")
+                    return _fix_values(inner, idx, a, n, what)
+            cap.checks.append((k, n, what))
+            return idx
     a = np.asarray(inner.into_data(idx))
+    return _fix_values(inner, idx, a, n, what)
+
+
+def _fix_values(inner: Any, idx: Any, a: np.ndarray, n: int, what: str) -> Any:
     if a.size == 0 or a.dtype.kind not in "iu":
         return idx
     wrapped = S.wrapped_indices(a, n, what)
     return idx if wrapped is None else inner.from_data(wrapped.astype(np.int64), dt.int64)
+
+
+def _capturing() -> Any:
+    """The drain capture recording this thread's work (None: none; the cube runtime's capture
+    module is only looked at once something imported it)."""
+    import sys
+
+    mod = sys.modules.get("ember.cube.runtime.capture")
+    if mod is None or not mod.active:
+        return None
+    return mod._current()
+
+
+def check_inputs(inner: Any, checks: tuple[Any, ...], inputs: list[Any]) -> bool:
+    """Repeat a capture's index checks on a replay's inputs: raises ``IndexOutOfRangeError``
+    as the unreplayed drain would; False where a value is negative (the drain must run
+    normally: it wraps them)."""
+    for k, n, what in checks:
+        a = np.asarray(inner.into_data(inputs[k]))
+        if a.size and a.dtype.kind in "iu" and S.wrapped_indices(a, n, what) is not None:
+            return False
+    return True
 
 
 def _dim_size(p: Any, d: int) -> int:

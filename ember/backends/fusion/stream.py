@@ -20,9 +20,20 @@ from typing import Any
 
 from ... import tracing
 from ...precision import _precision
-from .indices import INDEX_OPS, checked_args
+from .indices import INDEX_OPS, check_inputs, checked_args
 from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
-from .replay import NEVER, PER_PLAN, SEEN, DrainReplay, capture_drain, replay_key
+from .replay import (
+    NEVER,
+    PER_PLAN,
+    SEEN,
+    DrainReplay,
+    ParamReplay,
+    PendingParam,
+    capture_drain,
+    param_key,
+    param_replay,
+    replay_key,
+)
 
 __all__ = ["Stream", "Plan", "Block", "FusionStats"]
 
@@ -30,6 +41,7 @@ __all__ = ["Stream", "Plan", "Block", "FusionStats"]
 _PLANS_MAX = 4096
 #: fast replays kept per Fusion backend (signature + dead handles -> capture)
 _FAST_MAX = 4096
+_FLOAT_TYPE = float
 
 
 class Block:
@@ -134,23 +146,26 @@ class Stream:
                     # the signature and the dead handles: the fast replay's key (``signature``)
                     fkey = (tuple(sig), dead, _precision[0])  # ``get_float32_matmul_precision()``
                     fast = owner.fast_replays.get(fkey)
-                    if fast is not None:
-                        self._replay_fast(fast, consts, handles, order)
+                    if fast is not None and self._replay_fast(fast, consts, handles, order):
                         return
             self._run(records, consts, handles, fkey, rel)
         finally:
             lock.release()
 
     def _replay_fast(self, fast: tuple[Any, tuple[int, ...]], consts: dict[int, Any], handles: dict[int, Any],
-                     order: list[int]) -> None:
+                     order: list[int]) -> bool:
+        """Run a drain from its fast replay (False: its index checks want the ordinary path)."""
         rep, out_rels = fast
         owner = self.owner
         stats = owner.stats
-        stats.drains += 1
-        stats.plan_hits += 1
-        rep.count(stats)
         try:
-            outs = rep.replay.run(owner.inner.client, list(consts.values()))
+            inputs = list(consts.values())
+            if rep.checks and not check_inputs(owner.inner, rep.checks, inputs):
+                return False
+            stats.drains += 1
+            stats.plan_hits += 1
+            rep.count(stats)
+            outs = rep.replay.run(owner.inner.client, inputs)
         except BaseException as e:
             _deliver(handles, consts, e)
             raise
@@ -160,6 +175,7 @@ class Stream:
             h = ref()
             if h is not None:
                 h.value = v
+        return True
 
     def _run(self, records: list[tuple[str, tuple[Any, ...], TensorIr]], consts: dict[int, Any],
              handles: dict[int, Any], fkey: Any = None, rel: dict[int, int] | None = None) -> None:
@@ -266,11 +282,20 @@ class Stream:
             self._execute(plan, ops, env)
             return None
         if type(rep) is DrainReplay:
-            outs = rep.replay.run(self.owner.inner.client, list(env.values()))
+            inputs = list(env.values())
+            if rep.checks and not check_inputs(self.owner.inner, rep.checks, inputs):
+                self._execute(plan, ops, env)
+                return None
+            outs = rep.replay.run(self.owner.inner.client, inputs)
             for (i, j), v in zip(rep.outputs, outs):
                 env[ops[i].outputs[j].id] = v
             rep.count(self.owner.stats)
             return rep
+        pkey = param_key(values, env) if rep is None and _FLOAT_TYPE in map(type, values) else None
+        if pkey is not None:
+            done = self._param_replay(plan, ops, env, values, replays, pkey)
+            if done:
+                return None
         if rep is None:
             if len(replays) >= PER_PLAN:
                 replays.clear()
@@ -296,8 +321,61 @@ class Stream:
         if r is None:
             replays[rkey] = NEVER
             return None
-        rep = replays[rkey] = DrainReplay(r, where, ran)
+        rep = replays[rkey] = DrainReplay(r, where, ran, tuple(cap.checks))
         return rep
+
+    def _param_replay(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any], values: list[Any],
+                      replays: dict[Any, Any], pkey: Any) -> bool:
+        """A drain whose exact layout and values are new: run it from the parametric replay of
+        its layout (``replay.ParamReplay``), or capture it towards one. True: it ran here."""
+        try:
+            pe = replays.get(pkey)
+        except TypeError:  # an unhashable value among the arguments
+            return False
+        if type(pe) is ParamReplay:
+            if not pe.matches(values):
+                return False
+            rep = pe.rep
+            inputs = list(env.values())
+            if rep.checks and not check_inputs(self.owner.inner, rep.checks, inputs):
+                return False
+            with pe.lock:
+                if not pe.patch(values):
+                    return False
+                outs = rep.replay.run(self.owner.inner.client, inputs)
+            for (i, j), v in zip(rep.outputs, outs):
+                env[ops[i].outputs[j].id] = v
+            rep.count(self.owner.stats)
+            return True
+        if pe is NEVER:
+            return False
+        if pe is None:  # the first drain of this layout: seen, run as usual
+            if len(replays) >= PER_PLAN:
+                replays.clear()
+            replays[pkey] = SEEN
+            return False
+        # the second and third: captured, and compared
+        cap = capture_drain(env)
+        with cap:
+            ran = self._execute(plan, ops, env)
+        if cap.failed:
+            replays[pkey] = NEVER
+            return True
+        if type(pe) is not PendingParam:
+            replays[pkey] = PendingParam(list(cap.steps), list(values))
+            return True
+        where = tuple((i, j) for i, o in enumerate(ops) for j, live in enumerate(o.live) if live)
+        r = cap.replay([env[ops[i].outputs[j].id] for i, j in where])
+        pr = None if r is None else param_replay(pe, list(cap.steps), values,
+                                                   DrainReplay(r, where, ran, tuple(cap.checks)))
+        replays[pkey] = NEVER if pr is None else pr
+        from ...environment import log
+
+        if log.enabled("fusion"):
+            names = ",".join(o.op for o in ops)
+            log.logger("fusion").debug("drain [%s] %s", names, "not parametric" if pr is None else
+                                       f"captured with {len(pr.patches)} float slots")
+        return True
 
     @staticmethod
     def _run_block(block: Block, block_ops: list[OperationIr], inner: Any, env: dict[int, Any],

@@ -358,7 +358,8 @@ class CCompiler(CStyleCompiler):
         out("(void)cube_count;")
         # static: each thread streams one contiguous range of cubes (measured better than dynamic
         # chunks for memory-bound kernels, even with the cores shared)
-        out(f"#pragma omp parallel for schedule(static) if (n_cubes > 1 && n_cubes * {nu}u >= {threshold}u)")
+        out(f"#pragma omp parallel for schedule(static) if (n_cubes > 1 && n_cubes * {nu}u >= {threshold}u "
+            "&& EM_PARALLEL_OK)")
         out.open("for (uint64_t cube = 0; cube < n_cubes; ++cube) {")
         out("const uint32_t cube_pos = (uint32_t)cube;")
         out(

@@ -56,6 +56,15 @@ PRELUDE = (
 
 #define EM_INLINE static inline __attribute__((always_inline, unused))
 
+/* a parallel region only where the launch allows more than one thread: the runtime sets the
+   calling thread's count per launch from its work (cpu.py, _OpenMP.threads_for) */
+#ifdef _OPENMP
+int omp_get_max_threads(void);
+#define EM_PARALLEL_OK (omp_get_max_threads() > 1)
+#else
+#define EM_PARALLEL_OK 0
+#endif
+
 #define EM_FN EM_INLINE
 """
     + NUMPY_HELPERS

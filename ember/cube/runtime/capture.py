@@ -45,7 +45,7 @@ _local = threading.local()
 class Capture:
     """The record of one thread's device work; open with ``with Capture(inputs) as c:``."""
 
-    __slots__ = ("inputs", "slot_of", "allocs", "steps", "failed", "inside", "_prev")
+    __slots__ = ("inputs", "slot_of", "allocs", "steps", "failed", "inside", "checks", "_prev")
 
     def __init__(self, inputs: list[CubeTensor]) -> None:
         #: slot -> ("in", input index) or ("new", nbytes); inputs take the first slots
@@ -63,6 +63,9 @@ class Capture:
         self.failed = ""
         #: call steps running (their own work is not recorded)
         self.inside = 0
+        #: checks of input values the captured code made on the host (``input_index``), which a
+        #: replay's caller repeats on the new inputs before it replays (opaque to the capture)
+        self.checks: list[Any] = []
 
     def __enter__(self) -> Capture:
         global active
@@ -89,6 +92,20 @@ class Capture:
         if slot is None:
             return None
         return (slot, t.shape, t.strides, t.offset, t.dtype)
+
+    def input_index(self, t: Any) -> int | None:
+        """The index among the inputs of the first one on ``t``'s buffer, when ``t`` is that
+        input itself (same layout); None otherwise."""
+        if type(t) is not CubeTensor:
+            return None
+        slot = self.slot_of.get(id(t.buffer))
+        if slot is None or self.allocs[slot][0] != "in":
+            return None
+        k = self.allocs[slot][1]
+        u = self.inputs[k]
+        if u.shape != t.shape or u.strides != t.strides or u.offset != t.offset or u.dtype != t.dtype:
+            return None
+        return k
 
     def replay(self, outputs: list[Any]) -> Replay | None:
         """The replay of what was captured, producing views like ``outputs`` (None when the

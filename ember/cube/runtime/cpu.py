@@ -189,7 +189,7 @@ class CToolchain:
 
     def _load_canary(self, source: str, extra: list[str], path: Path) -> Any:
         path.write_bytes(self._build(source, "ember_canary", extra))
-        lib = ctypes.CDLL(str(path))
+        lib = _load_library(path)
         if lib.ember_canary() != 7:
             raise ToolchainError("the canary kernel returned a wrong value")
         return lib
@@ -380,7 +380,7 @@ def load_shared_object(data: bytes, entry: str) -> tuple[Any, Path]:
             view = view[os.write(fd, view):]
     finally:
         os.close(fd)
-    return ctypes.CDLL(str(path)), path
+    return _load_library(path), path
 
 
 class CpuServer(Preparing):
@@ -569,6 +569,9 @@ class CpuServer(Preparing):
         fn.restype = None
         if self._checked:
             fn = _checked_entry(fn, lib, job.kid.kernel, entry)
+        # what ``execute`` multiplies a launch's bytes by to estimate its work (``_threads_for``)
+        fn.em_weight = _work_weight(job.kid.kernel)
+        _openmp.bind(lib)
         from ...environment import log
 
         if log.enabled("compilation"):
@@ -674,13 +677,16 @@ class CpuServer(Preparing):
         if self._preparer is not None and self._preparer == threading.get_ident():
             return  # preparing: launches run nothing (their inputs may be unwritten)
         ch = self.downstream
+        omp = _openmp
         if ch.kind == "inline":
+            if omp.set is not None:
+                omp.threads_for(fn, keep)
             try:
                 fn(bufs, info, cx, cy, cz)
             except ctypes.ArgumentError:  # counts that are not plain ints (numpy integers)
                 _run_kernel(fn, bufs, info, cx, cy, cz)
         else:
-            ch.submit(_run_kernel, fn, bufs, info, cx, cy, cz)
+            ch.submit(_run_threaded, fn, bufs, info, cx, cy, cz, keep)
             ch.submit(_release, keep)
 
     def sync(self) -> None:
@@ -732,6 +738,94 @@ def _run_kernel(fn: Any, bufs: Any, info: Any, cx: Any, cy: Any, cz: Any) -> Non
     called with its counts as C uint32s."""
     u32 = ctypes.c_uint32
     fn(bufs, info, u32(int(cx)), u32(int(cy)), u32(int(cz)))
+
+
+def _run_threaded(fn: Any, bufs: Any, info: Any, cx: Any, cy: Any, cz: Any, keep: Any) -> None:
+    """A launch on the service thread: its thread count set there (OpenMP's is per thread)."""
+    if _openmp.set is not None:
+        _openmp.threads_for(fn, keep)
+    _run_kernel(fn, bufs, info, cx, cy, cz)
+
+
+# ---------------------------------------------------------------- threads per launch
+#: estimated work (bytes touched x the kernel's weight) that one more thread must have before a
+#: launch uses it: ~1 MiB of streaming is ~100 us on one core of the dev box, against a parallel
+#: region's fork/join of ~5-30 us with sleeping workers, and a stall of a scheduler time slice
+#: (ms) when a worker is descheduled on a shared machine (cores are always shared in training:
+#: data loader workers, other jobs). Below it a launch runs on the calling thread alone: the 2.9 s
+#: -> 0.2 s of the char-GPT step at load 5 on the 2-core dev box came from exactly these launches.
+WORK_PER_THREAD = 1 << 20
+
+
+def _work_weight(kernel: str) -> int:
+    """Work per byte touched, relative to a streaming kernel: a matmul reads each element many
+    times (its flops grow with the inner dimension), so its bytes undercount its work."""
+    return 16 if "matmul" in kernel else 1
+
+
+class _OpenMP:
+    """The OpenMP runtime the kernels link (found through the first kernel library: ``dlsym``
+    searches its dependencies, so gcc's libgomp and clang's libomp alike), and the thread
+    count of the calling thread (OpenMP keeps it per thread)."""
+
+    def __init__(self) -> None:
+        self.set: Any = None  # omp_set_num_threads, once a kernel library is loaded
+        self.max = 1  # the threads the environment allows (OMP_NUM_THREADS, affinity)
+        self.local = threading.local()
+        self.lock = threading.Lock()
+
+    def bind(self, lib: Any) -> None:
+        if self.set is not None:
+            return
+        with self.lock:
+            if self.set is not None:
+                return
+            try:
+                get, setn = lib.omp_get_max_threads, lib.omp_set_num_threads
+            except AttributeError:  # a toolchain without OpenMP: nothing to choose
+                return
+            get.restype = ctypes.c_int
+            setn.restype = None
+            self.max = max(1, int(get()))
+            if self.max > 1:
+                self.set = setn
+
+    def threads_for(self, fn: Any, keep: Any) -> None:
+        """Set the calling thread's OpenMP thread count for a launch of ``fn`` on ``keep``
+        (CubeTensors, or the Buffers of a replay): one thread per WORK_PER_THREAD of work, at
+        most ``max``. The kernels' parallel regions fork only when more than one is allowed
+        (``omp_get_max_threads() > 1`` in their ``if`` clause), so a small launch forks none."""
+        work = 0
+        for t in keep:
+            b = getattr(t, "buffer", t)
+            work += b.nbytes
+        n = work * getattr(fn, "em_weight", 1) // WORK_PER_THREAD
+        n = 1 if n < 1 else (self.max if n >= self.max else n)
+        loc = self.local
+        if getattr(loc, "n", 0) != n:
+            self.set(n)
+            loc.n = n
+
+
+_openmp = _OpenMP()
+
+
+def _load_library(path: Path) -> Any:
+    """``ctypes.CDLL`` of a kernel library; the first load also loads the OpenMP runtime, which
+    reads its environment then: unless the user chose a wait policy, its idle workers sleep
+    (``OMP_WAIT_POLICY=passive``) instead of spinning, so a worker waiting for the next launch
+    takes no core from the Python thread, a data loader or another process (with two spinning
+    threads on a shared 2-core machine a 256x512 column sum took 11 ms instead of 0.06 ms).
+    The variable is set only around the load, so libraries loaded later (torch's own OpenMP)
+    see the user's environment."""
+    keys = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+    if _openmp.set is not None or any(k in os.environ for k in keys):
+        return ctypes.CDLL(str(path))
+    os.environ["OMP_WAIT_POLICY"] = "passive"
+    try:
+        return ctypes.CDLL(str(path))
+    finally:
+        os.environ.pop("OMP_WAIT_POLICY", None)
 
 
 def _release(keep: Any) -> None:
