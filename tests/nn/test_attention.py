@@ -1,7 +1,7 @@
 """``F.scaled_dot_product_attention`` and ``nn.MultiheadAttention`` against torch CPU: outputs,
 attention weights, input and parameter gradients with bool/float/causal masks, key padding
 masks, batch_first, kdim/vdim, bias_kv and zero attention, on every autodiff device (a
-representative subset on the slow WGSL device)."""
+representative subset on the slow and unfused devices)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn as tnn
 import torch.nn.functional as TF
-from nn_reference import assert_close, copy_weights, ember_input, is_slow, perturb, torch_input
+from nn_reference import assert_close, copy_weights, ember_input, is_reduced, perturb, torch_input
 from spatial_reference import check_fn
 
 import ember
@@ -44,8 +44,8 @@ SDPA = [
 @pytest.mark.parametrize("case", SDPA, ids=[c[0] for c in SDPA])
 def test_sdpa_matches_torch(case, autodiff_device, rng):
     name, shapes, build, on_slow = case
-    if is_slow(autodiff_device) and not on_slow:
-        pytest.skip("representative subset on the slow WGSL device")
+    if is_reduced(autodiff_device) and not on_slow:
+        pytest.skip("representative subset on the slow and unfused devices")
     kw = build(rng)
     ekw = {k: ember.tensor(v, device=autodiff_device) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
     tkw = {k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
@@ -84,8 +84,8 @@ MHA = [
 @pytest.mark.parametrize("case", MHA, ids=[c[0] for c in MHA])
 def test_multihead_attention_matches_torch(case, autodiff_device, rng):
     name, mkw, q_len, k_len, build, on_slow = case
-    if is_slow(autodiff_device) and not on_slow:
-        pytest.skip("representative subset on the slow WGSL device")
+    if is_reduced(autodiff_device) and not on_slow:
+        pytest.skip("representative subset on the slow and unfused devices")
     e, n = 8, 2
     tm = tnn.MultiheadAttention(e, 2, **mkw)
     em = enn.MultiheadAttention(e, 2, **mkw)

@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn as tnn
 import torch.nn.functional as TF
-from nn_reference import assert_close, is_slow, perturb, torch_state_to_numpy
+from nn_reference import assert_close, is_reduced, perturb, torch_state_to_numpy
 from spatial_reference import check_fn, check_module
 
 import ember
@@ -66,8 +66,8 @@ FUNCTIONAL = [
 @pytest.mark.parametrize("case", FUNCTIONAL, ids=[c[0] for c in FUNCTIONAL])
 def test_functional_matches_torch(case, autodiff_device, rng):
     name, fn, shapes, kwargs, on_slow = case
-    if is_slow(autodiff_device) and not on_slow:
-        pytest.skip("representative subset on the slow WGSL device")
+    if is_reduced(autodiff_device) and not on_slow:
+        pytest.skip("representative subset on the slow and unfused devices")
     check_fn(autodiff_device, rng, getattr(F, fn), getattr(TF, fn), shapes, kwargs, what=name)
 
 
@@ -129,8 +129,8 @@ MODULES = [
 @pytest.mark.parametrize("case", MODULES, ids=[c[0] for c in MODULES])
 def test_module_matches_torch(case, autodiff_device, rng):
     name, ctor, shape, on_slow = case
-    if is_slow(autodiff_device) and not on_slow:
-        pytest.skip("representative subset on the slow WGSL device")
+    if is_reduced(autodiff_device) and not on_slow:
+        pytest.skip("representative subset on the slow and unfused devices")
     tm, em = ctor(tnn), ctor(enn)
     assert repr(em) == repr(tm)
     perturb(tm, rng)
@@ -192,8 +192,8 @@ class _Cnn:
 
 
 def test_cnn_state_dict_both_ways(autodiff_device, rng):
-    if is_slow(autodiff_device):
-        pytest.skip("its layers run on the slow WGSL device in the tests above (this model alone takes minutes)")
+    if is_reduced(autodiff_device):
+        pytest.skip("its layers run on this device in the tests above (this model alone takes minutes on WGSL)")
     torch.manual_seed(0)
     tm = _Cnn.build(tnn)
     em = _Cnn.build(enn)

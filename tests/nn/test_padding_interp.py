@@ -1,6 +1,6 @@
 """``F.pad`` (all four modes, negative pads) and ``F.interpolate`` (every mode, sizes and scale
 factors, align_corners) against torch CPU: outputs and input gradients on every autodiff device
-(a representative subset on the slow WGSL device); the padding and Upsample modules."""
+(a representative subset on the slow and unfused devices); the padding and Upsample modules."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as tnn
 import torch.nn.functional as TF
-from nn_reference import assert_close, is_slow
+from nn_reference import assert_close, is_reduced
 from spatial_reference import check_fn
 
 import ember
@@ -33,8 +33,8 @@ PADS = [
 @pytest.mark.parametrize("case", PADS, ids=[c[0] for c in PADS])
 def test_pad_matches_torch(case, autodiff_device, rng):
     name, shape, pad, mode, on_slow = case
-    if is_slow(autodiff_device) and not on_slow:
-        pytest.skip("representative subset on the slow WGSL device")
+    if is_reduced(autodiff_device) and not on_slow:
+        pytest.skip("representative subset on the slow and unfused devices")
     kwargs = {"pad": pad, "mode": mode}
     if mode == "constant":
         kwargs["value"] = 1.5
@@ -83,8 +83,8 @@ INTERP = [
 @pytest.mark.parametrize("case", INTERP, ids=[c[0] for c in INTERP])
 def test_interpolate_matches_torch(case, autodiff_device, rng):
     name, shape, kwargs, on_slow = case
-    if is_slow(autodiff_device) and not on_slow:
-        pytest.skip("representative subset on the slow WGSL device")
+    if is_reduced(autodiff_device) and not on_slow:
+        pytest.skip("representative subset on the slow and unfused devices")
     check_fn(autodiff_device, rng, F.interpolate, TF.interpolate, [shape], kwargs, what=name)
 
 
@@ -127,8 +127,8 @@ def test_modules(rng):
 @pytest.mark.parametrize("fn,shape,arg", [("pixel_shuffle", (2, 8, 3, 2), 2), ("pixel_unshuffle", (1, 2, 6, 4), 2),
                                           ("channel_shuffle", (2, 6, 3), 3)])
 def test_shuffles(fn, shape, arg, autodiff_device, rng):
-    if is_slow(autodiff_device) and fn != "pixel_shuffle":
-        pytest.skip("representative subset on the slow WGSL device")
+    if is_reduced(autodiff_device) and fn != "pixel_shuffle":
+        pytest.skip("representative subset on the slow and unfused devices")
     check_fn(autodiff_device, rng, lambda x: getattr(F, fn)(x, arg), lambda x: getattr(TF, fn)(x, arg), [shape],
              what=fn)
     x = rng.standard_normal(shape).astype(np.float32)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as tnn
-from nn_reference import assert_close, copy_weights, ember_input, is_slow, torch_input
+from nn_reference import assert_close, copy_weights, ember_input, is_reduced, torch_input
 
 import ember
 import ember.nn as enn
@@ -32,8 +32,8 @@ def _state_shape(kw, n, size):
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
 def test_recurrent_matches_torch(case, autodiff_device, rng):
     name, cls, kw, on_slow = case
-    if is_slow(autodiff_device) and not on_slow:
-        pytest.skip("representative subset on the slow WGSL device")
+    if is_reduced(autodiff_device) and not on_slow:
+        pytest.skip("representative subset on the slow and unfused devices")
     hidden, n, steps = 4, 2, 4
     tm = getattr(tnn, cls)(3, hidden, **kw)
     em = getattr(enn, cls)(3, hidden, **kw)
@@ -94,8 +94,8 @@ def test_unbatched_default_state(rng):
 
 @pytest.mark.parametrize("cls", ["LSTMCell", "GRUCell", "RNNCell"])
 def test_cells_match_torch(cls, autodiff_device, rng):
-    if is_slow(autodiff_device) and cls != "GRUCell":
-        pytest.skip("representative subset on the slow WGSL device")
+    if is_reduced(autodiff_device) and cls != "GRUCell":
+        pytest.skip("representative subset on the slow and unfused devices")
     tm = getattr(tnn, cls)(3, 4)
     em = getattr(enn, cls)(3, 4)
     assert repr(em) == repr(tm)

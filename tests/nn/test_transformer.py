@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn as tnn
-from nn_reference import assert_close, copy_weights, is_slow, perturb, torch_state_to_numpy
+from nn_reference import assert_close, copy_weights, is_reduced, perturb, torch_state_to_numpy
 from spatial_reference import check_module
 
 import ember
@@ -60,8 +60,8 @@ ENCODER = [
 @pytest.mark.parametrize("case", ENCODER, ids=[c[0] for c in ENCODER])
 def test_encoder_layer_matches_torch(case, autodiff_device, rng):
     name, kw, on_slow = case
-    if is_slow(autodiff_device) and not on_slow:
-        pytest.skip("representative subset on the slow WGSL device")
+    if is_reduced(autodiff_device) and not on_slow:
+        pytest.skip("representative subset on the slow and unfused devices")
     tkw = dict(kw)
     if kw.get("activation") is F.silu:
         tkw["activation"] = torch.nn.functional.silu
@@ -81,8 +81,8 @@ def test_encoder_layer_matches_torch(case, autodiff_device, rng):
 
 @pytest.mark.parametrize("kw", [dict(), dict(norm_first=True, batch_first=True)], ids=["post_norm", "pre_norm_bf"])
 def test_decoder_layer_matches_torch(kw, autodiff_device, rng):
-    if is_slow(autodiff_device):
-        pytest.skip("representative subset on the slow WGSL device")
+    if is_reduced(autodiff_device):
+        pytest.skip("representative subset on the slow and unfused devices")
     tm = tnn.TransformerDecoderLayer(D, H, FF, dropout=0.0, **kw)
     em = enn.TransformerDecoderLayer(D, H, FF, dropout=0.0, **kw)
     perturb(tm, rng)
