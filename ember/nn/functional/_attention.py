@@ -23,7 +23,7 @@ from ... import creation as EC
 from ... import dtype as dt
 from ... import functional as EF
 from ...errors import ShapeError
-from ...tensor import Tensor
+from ...tensor import Tensor, _autocast
 from ._dropout import dropout
 
 __all__ = ["scaled_dot_product_attention", "multi_head_attention_forward"]
@@ -57,6 +57,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     """As ``torch.nn.functional.scaled_dot_product_attention``: ``softmax(q k^T * scale + mask) v``
     for ``q (..., L, E)``, ``k (..., S, E)``, ``v (..., S, Ev)``; the dropout (``dropout_p``) is
     applied whenever ``dropout_p > 0``, as torch (pass 0 in eval)."""
+    if _autocast.active:
+        query, key, value, attn_mask = _autocast.lower(query, key, value, attn_mask)
     if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
         raise ShapeError("scaled_dot_product_attention expects query, key and value of at least 2 dims")
     if attn_mask is not None and is_causal:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ... import functional as EF
 from ...errors import ShapeError
-from ...tensor import Tensor
+from ...tensor import Tensor, _autocast
 
 __all__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
            "unfold", "fold"]
@@ -169,18 +169,24 @@ def _conv(input: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, paddi
 def conv1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
     """As ``torch.nn.functional.conv1d`` (padding an int, a 1-tuple, ``'valid'`` or ``'same'``)."""
+    if _autocast.active:
+        input, weight, bias = _autocast.lower(input, weight, bias)
     return _conv(input, weight, bias, stride, padding, dilation, groups, 1, "conv1d")
 
 
 def conv2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
     """As ``torch.nn.functional.conv2d`` (padding an int, a pair, ``'valid'`` or ``'same'``)."""
+    if _autocast.active:
+        input, weight, bias = _autocast.lower(input, weight, bias)
     return _conv(input, weight, bias, stride, padding, dilation, groups, 2, "conv2d")
 
 
 def conv3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1, padding: Any = 0,
            dilation: Any = 1, groups: int = 1) -> Tensor:
     """As ``torch.nn.functional.conv3d``."""
+    if _autocast.active:
+        input, weight, bias = _autocast.lower(input, weight, bias)
     return _conv(input, weight, bias, stride, padding, dilation, groups, 3, "conv3d")
 
 
@@ -228,6 +234,8 @@ def _conv_transpose(input: Tensor, weight: Tensor, bias: Tensor | None, stride: 
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
     """As ``torch.nn.functional.conv_transpose1d``."""
+    if _autocast.active:
+        input, weight, bias = _autocast.lower(input, weight, bias)
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 1,
                            "conv_transpose1d")
 
@@ -235,6 +243,8 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
     """As ``torch.nn.functional.conv_transpose2d``."""
+    if _autocast.active:
+        input, weight, bias = _autocast.lower(input, weight, bias)
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 2,
                            "conv_transpose2d")
 
@@ -242,6 +252,8 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, stride: Any = 1,
                      padding: Any = 0, output_padding: Any = 0, groups: int = 1, dilation: Any = 1) -> Tensor:
     """As ``torch.nn.functional.conv_transpose3d``."""
+    if _autocast.active:
+        input, weight, bias = _autocast.lower(input, weight, bias)
     return _conv_transpose(input, weight, bias, stride, padding, output_padding, groups, dilation, 3,
                            "conv_transpose3d")
 
