@@ -24,6 +24,7 @@ _METHODS = (
     "squeeze", "unsqueeze", "flatten", "flip", "repeat", "tile", "split", "chunk", "unbind", "narrow",
     "gather", "scatter", "scatter_add", "index_select", "masked_fill", "tril", "triu", "nonzero",
     "allclose", "equal", "clone", "detach", "numel", "norm", "select",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
 )
 
 __all__ = list(_METHODS) + ["where", "cat", "concat", "concatenate", "stack", "pad", "broadcast_tensors",
