@@ -116,6 +116,8 @@ def _binary(op: str, rule: int, rop: str | None = None) -> Any:
         return NotImplemented
 
     def reverse(a: Tensor, b: Any) -> Tensor:
+        if isinstance(b, Tensor):  # a direct call, ``t.__radd__(u)`` / ``t.rsub(u)``: u op t
+            return forward(b, a)
         if isinstance(b, _SCALARS) or isinstance(b, np.generic):
             return _tensor_scalar(op, rscalar_op, rule, a, _pyscalar(b), True)
         if isinstance(b, np.ndarray):
@@ -1477,7 +1479,9 @@ class Tensor:
         if p == -math.inf:
             return a.amin(dim, keepdim)
         if p == 0:
-            return t.ne(0).to(t._dt).sum(dim, keepdim)
+            # the count of non-zeros, kept in the graph with a zero gradient (as torch)
+            zero = t.masked_fill(t._full_like_shape((), True, dt.bool_), 0.0)
+            return (t.ne(0).to(t._dt) + zero).sum(dim, keepdim)
         return (a ** p).sum(dim, keepdim) ** (1.0 / p)
 
     def _nuclear_norm(self, dim: Any, keepdim: bool) -> Tensor:
