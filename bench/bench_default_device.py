@@ -43,7 +43,7 @@ def main() -> int:
     for name, fn in OPS.items():
         ap, bp = ember.rand(8, 8, device=plain), ember.rand(8, 8, device=plain)
         aa, ba = ember.rand(8, 8, device=auto), ember.rand(8, 8, device=auto)
-        tp, ta = per_call_us([lambda: fn(ap, bp), lambda: fn(aa, ba)])
+        tp, ta = per_call_us([lambda f=fn, a=ap, b=bp: f(a, b), lambda f=fn, a=aa, b=ba: f(a, b)])
         rows.append((name, tp, ta, ta / tp))
     print(f"{'op':<12} {'flex us':>9} {'autodiff us':>12} {'ratio':>7}")
     for name, tp, ta, r in rows:

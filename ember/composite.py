@@ -571,16 +571,13 @@ def meshgrid(*tensors: Any, indexing: str = "ij") -> tuple[Tensor, ...]:
         raise ValueError(f"indexing must be 'ij' or 'xy', got {indexing!r}")
     ts = [t.reshape(-1) if t.ndim == 0 else t for t in ts]
     swap = indexing == "xy" and len(ts) >= 2
-    if swap:
-        ts[0], ts[1] = ts[1], ts[0]
     shape = tuple(t.shape[0] for t in ts)
     out = []
     for i, t in enumerate(ts):
         view = [1] * len(ts)
         view[i] = t.shape[0]
         out.append(t.reshape(tuple(view)).expand(shape))
-    if swap:
-        out[0], out[1] = out[1], out[0]
+    if swap:  # 'xy': the 'ij' grids with their first two dims swapped
         out = [o.transpose(0, 1) for o in out]
     return tuple(out)
 
@@ -647,7 +644,7 @@ def take(input: Tensor, index: Tensor) -> Tensor:
 
 def masked_select(input: Tensor, mask: Tensor) -> Tensor:
     """As ``torch.masked_select`` (1-D; the mask is read on the host)."""
-    shape = S.broadcast(input.shape, mask.shape)
+    shape = S.broadcast(input.shape, mask.shape) or (1,)
     return input.expand(shape)[mask.expand(shape)]
 
 
@@ -658,6 +655,8 @@ def diff(input: Tensor, n: int = 1, dim: int = -1, prepend: Tensor | None = None
 
     d = S.norm_dim(dim, input.ndim)
     x = input
+    if n == 0:  # torch: the input itself, prepend and append ignored
+        return input
     if prepend is not None or append is not None:
         parts = [p for p in (prepend, x, append) if p is not None]
         x = cat(parts, d)
@@ -780,10 +779,24 @@ def index_copy(input: Tensor, dim: int, index: Tensor, source: Tensor) -> Tensor
 
 
 def index_fill(input: Tensor, dim: int, index: Tensor, value: Any) -> Tensor:
-    """As ``torch.index_fill`` (a 0-d tensor value keeps its gradient)."""
-    if not isinstance(value, Tensor):
-        value = input._full_like_shape((), value, input._dt)
-    return _index_put_dim(input, dim, index, value, False)
+    """As ``torch.index_fill``: a where over the positions the index names along ``dim``
+    (computed on the device; a 0-d tensor value gets the filled positions' gradient once each,
+    repeated indices included)."""
+    d = S.norm_dim(dim, input.ndim)
+    n = input.shape[d] if input.ndim else 1
+    idx = index.reshape(-1)
+    idx = _where(idx.lt(0), idx + n, idx) if idx.numel() else idx
+    from .creation import arange
+
+    pos = arange(n, device=input.device)
+    hit = pos.unsqueeze(-1).eq(idx).any(-1) if idx.numel() else pos.lt(0)
+    view = [1] * input.ndim
+    if input.ndim:
+        view[d] = n
+    mask = hit.reshape(tuple(view))
+    if isinstance(value, Tensor):
+        return _where(mask, value.to(input._dt), input)
+    return input.masked_fill(mask, value)
 
 
 def narrow_copy(input: Tensor, dim: int, start: int, length: int) -> Tensor:
@@ -915,9 +928,14 @@ def tensordot(a: Tensor, b: Tensor, dims: Any = 2, out: Any = None) -> Tensor:
     db = [S.norm_dim(d, b.ndim) for d in db]
     if len(da) != len(db):
         raise ShapeError(f"tensordot: {len(da)} and {len(db)} contracted dims")
-    for x, y in zip(da, db):
+    for x, y in zip(da, db):  # a contracted dim of size 1 broadcasts against the other (torch)
         if a.shape[x] != b.shape[y]:
-            raise ShapeError(f"tensordot: contracted dims of size {a.shape[x]} and {b.shape[y]}")
+            if a.shape[x] == 1:
+                a = a.expand(tuple(b.shape[y] if i == x else n for i, n in enumerate(a.shape)))
+            elif b.shape[y] == 1:
+                b = b.expand(tuple(a.shape[x] if i == y else n for i, n in enumerate(b.shape)))
+            else:
+                raise ShapeError(f"tensordot: contracted dims of size {a.shape[x]} and {b.shape[y]}")
     fa = [i for i in range(a.ndim) if i not in da]
     fb = [i for i in range(b.ndim) if i not in db]
     k = math.prod(a.shape[i] for i in da)
@@ -1030,6 +1048,310 @@ _METHODS = (
     "nansum", "nanmean", "count_nonzero", "aminmax", "mv", "vdot", "outer", "ger", "inner", "addmm", "addmv", "addr",
     "addbmm", "baddbmm", "kron",
 )
+
+
+# ----------------------------------------------------------------------------- more compositions
+def _copy_of(name: str) -> Any:
+    def f(input: Tensor, *args: Any, **kwargs: Any) -> Any:
+        out = getattr(input, name)(*args, **kwargs) if name != "alias" else input
+        if isinstance(out, tuple):
+            return tuple(o.clone() for o in out)
+        return out.clone()
+
+    f.__name__ = f.__qualname__ = f"{name}_copy"
+    f.__doc__ = f"As ``torch.{name}_copy``: ``{name}`` as a new value (every ember result is one)."
+    return f
+
+
+view_copy = _copy_of("view")
+permute_copy = _copy_of("permute")
+t_copy = _copy_of("t")
+unsqueeze_copy = _copy_of("unsqueeze")
+squeeze_copy = _copy_of("squeeze")
+transpose_copy = _copy_of("transpose")
+unbind_copy = _copy_of("unbind")
+expand_copy = _copy_of("expand")
+diagonal_copy = _copy_of("diagonal")
+alias_copy = _copy_of("alias")
+split_with_sizes_copy = _copy_of("split")
+
+
+def split_with_sizes(input: Tensor, split_sizes: Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+    """As ``torch.split_with_sizes``."""
+    return input.split(list(split_sizes), dim)
+
+
+def unsafe_split(input: Tensor, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
+    """As ``torch.unsafe_split`` (``split``: ember results never alias)."""
+    return input.split(split_size, dim)
+
+
+def unsafe_chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+    """As ``torch.unsafe_chunk`` (``chunk``)."""
+    return input.chunk(chunks, dim)
+
+
+def sum_to_size(input: Tensor, *size: Any) -> Tensor:
+    """As ``torch.Tensor.sum_to_size``: summed down to a shape it broadcasts from."""
+    shape = tuple(_flat(size))
+    lead = input.ndim - len(shape)
+    if lead < 0 or S.broadcast(shape, input.shape) != input.shape:
+        raise ShapeError(f"size {shape} is not expandable to the tensor's shape {input.shape}")
+    dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape) if n == 1 and input.shape[lead + i] != 1)
+    out = input.sum(dims, keepdim=True) if dims else input
+    return out.reshape(shape)
+
+
+def select_scatter(input: Tensor, src: Tensor, dim: int, index: int) -> Tensor:
+    """As ``torch.select_scatter``."""
+    out = input.clone()
+    d = S.norm_dim(dim, input.ndim)
+    out[(slice(None),) * d + (index,)] = src
+    return out
+
+
+def slice_scatter(input: Tensor, src: Tensor, dim: int = 0, start: int | None = None, end: int | None = None,
+                  step: int = 1) -> Tensor:
+    """As ``torch.slice_scatter``."""
+    out = input.clone()
+    d = S.norm_dim(dim, input.ndim)
+    out[(slice(None),) * d + (slice(start, end, step),)] = src
+    return out
+
+
+def diagonal_scatter(input: Tensor, src: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """As ``torch.diagonal_scatter``: ``src`` scattered onto the diagonal positions of the
+    (dim1, dim2) planes flattened (the positions ``diagonal`` reads)."""
+    d1, d2 = S.norm_dim(dim1, input.ndim), S.norm_dim(dim2, input.ndim)
+    rest = [i for i in range(input.ndim) if i not in (d1, d2)]
+    perm = rest + [d1, d2]
+    x = input.permute(perm)
+    n, m = x.shape[-2], x.shape[-1]
+    if offset >= 0:
+        length = builtins.max(0, builtins.min(n, m - offset))
+        idx = np.arange(length) * m + np.arange(length) + offset
+    else:
+        length = builtins.max(0, builtins.min(n + offset, m))
+        idx = (np.arange(length) - offset) * m + np.arange(length)
+    if tuple(src.shape) != x.shape[:-2] + (length,):
+        raise ShapeError(f"diagonal_scatter: src of shape {src.shape} does not fit the diagonal "
+                         f"{x.shape[:-2] + (length,)}")
+    if length == 0:
+        return input
+    flat = x.reshape(x.shape[:-2] + (n * m,))
+    it = input._from_like(idx.astype(np.int64)).reshape((1,) * (flat.ndim - 1) + (length,))
+    out = flat.scatter(flat.ndim - 1, it.expand(x.shape[:-2] + (length,)), src.to(input._dt))
+    inv = [perm.index(i) for i in range(input.ndim)]
+    return out.reshape(x.shape).permute(inv)
+
+
+def unfold(input: Tensor, dimension: int, size: int, step: int) -> Tensor:
+    """As ``torch.Tensor.unfold``: windows of ``size`` every ``step`` along ``dimension`` as a
+    new last dim (one ``index_select`` of the window positions)."""
+    d = S.norm_dim(dimension, input.ndim)
+    n = input.shape[d] if input.ndim else 1
+    x = input.reshape(1) if input.ndim == 0 else input
+    if size > n or step <= 0:
+        raise ShapeError(f"unfold: size {size} and step {step} do not fit dim {d} of size {n}")
+    count = (n - size) // step + 1
+    idx = (np.arange(count)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    w = x.index_select(d, x._from_like(idx.astype(np.int64)))
+    shape = x.shape[:d] + (count, size) + x.shape[d + 1:]
+    out = movedim(w.reshape(shape), d + 1, -1)
+    return out.reshape(size) if input.ndim == 0 else out  # torch: a 0-d tensor gives (size,)
+
+
+def index_put(input: Tensor, indices: Sequence[Any], values: Tensor, accumulate: bool = False) -> Tensor:
+    """As ``torch.index_put``."""
+    from .indexing import _expand_key, _Plan, _value_tensor
+
+    key = tuple(indices)
+    if not accumulate:
+        out = input.clone()
+        out[key] = values
+        return out
+    items = _expand_key(input, key)
+    _Plan(input, items)  # validates the key
+    np_key = tuple(np.asarray(k.numpy()) if isinstance(k, Tensor) else k for k in items)
+    lin = np.arange(input.numel(), dtype=np.int64).reshape(input.shape)[np_key]
+    v = _value_tensor(input, values).expand(lin.shape).reshape(-1)
+    flat = input.reshape(-1)
+    return flat.scatter_add(0, input._from_like(lin.reshape(-1)), v).reshape(input.shape)
+
+
+def put(input: Tensor, index: Tensor, source: Tensor, accumulate: bool = False) -> Tensor:
+    """As ``torch.put``: ``source`` written at flat positions."""
+    flat = input.reshape(-1)
+    idx = index.reshape(-1)
+    n = flat.shape[0]
+    if idx.numel():
+        idx = _where(idx.lt(0), idx + n, idx)
+    src = source.reshape(-1).to(input._dt)
+    if accumulate:
+        return flat.scatter_add(0, idx, src).reshape(input.shape)
+    return flat.scatter(0, idx, src).reshape(input.shape)
+
+
+def fill(input: Tensor, value: Any) -> Tensor:
+    """As ``torch.fill``: a tensor of ``value`` in input's shape and dtype (a 0-d tensor value
+    keeps its gradient)."""
+    if isinstance(value, Tensor):
+        return value.to(input._dt).expand(input.shape) + input * 0 if input.requires_grad else \
+            value.to(input._dt).expand(input.shape)
+    return input.masked_fill(input._full_like_shape((), True, dt.bool_), value)
+
+
+def argwhere(input: Tensor) -> Tensor:
+    """As ``torch.argwhere`` (``nonzero``)."""
+    return input.nonzero()
+
+
+def conj(input: Tensor) -> Tensor:
+    """As ``torch.conj`` (real tensors: the tensor itself)."""
+    return input
+
+
+conj_physical = resolve_conj = resolve_neg = conj
+
+
+def angle(input: Tensor) -> Tensor:
+    """As ``torch.angle`` of a real tensor: pi where negative, 0 elsewhere, nan for nan."""
+    x = _float(input)
+    return _where(x.lt(0), x._full_like_shape((), math.pi, x._dt), x * 0)
+
+
+def dist(input: Tensor, other: Tensor, p: float = 2) -> Tensor:
+    """As ``torch.dist``: the p-norm of the difference."""
+    return (input - other).norm(p)
+
+
+def isin(elements: Any, test_elements: Any, *, assume_unique: bool = False, invert: bool = False) -> Tensor:
+    """As ``torch.isin``."""
+    if not isinstance(elements, Tensor):
+        elements = test_elements._full_like_shape((), elements, dt.result_type(elements))
+    if not isinstance(test_elements, Tensor):
+        test_elements = elements._full_like_shape((), test_elements, dt.result_type(test_elements))
+    t = test_elements.reshape(-1)
+    if t.numel() == 0:
+        hit = elements._full_like_shape(elements.shape, False, dt.bool_)
+    else:
+        hit = elements.unsqueeze(-1).eq(t).any(-1)
+    return hit.logical_not() if invert else hit
+
+
+def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
+    """As ``torch.cross`` (``dim`` None: the first dim of size 3)."""
+    shape = S.broadcast(input.shape, other.shape)
+    a, b = input.expand(shape), other.expand(shape)
+    if dim is None:
+        dim = next((i for i, n in enumerate(shape) if n == 3), None)
+        if dim is None:
+            raise ShapeError(f"no dimension of size 3 in shape {shape}")
+    d = S.norm_dim(dim, len(shape))
+    if shape[d] != 3:
+        raise ShapeError(f"cross: dim {dim} of shape {shape} has size {shape[d]}, not 3")
+    return roll(a, -1, d) * roll(b, -2, d) - roll(a, -2, d) * roll(b, -1, d)
+
+
+def diagflat(input: Tensor, offset: int = 0) -> Tensor:
+    """As ``torch.diagflat``."""
+    return diag_embed(input.reshape(-1), offset)
+
+
+def constant_pad_nd(input: Tensor, pad: Sequence[int], value: float = 0) -> Tensor:
+    """As ``torch.constant_pad_nd``."""
+    from .functional import pad as _pad
+
+    return _pad(input, pad, value=value)
+
+
+def trapezoid(y: Tensor, x: Any = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
+    """As ``torch.trapezoid``."""
+    d = S.norm_dim(dim, y.ndim)
+    n = y.shape[d]
+    if n == 0:
+        return _float(y).sum(d)
+    mid = (y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * 0.5
+    if isinstance(x, Tensor):
+        xd = diff(x, dim=-1 if x.ndim == 1 else d)
+        if x.ndim == 1:
+            xd = xd.reshape(tuple(n - 1 if i == d else 1 for i in range(y.ndim)))
+        return (mid * xd).sum(d)
+    step = dx if dx is not None else (1.0 if x is None else float(x))
+    return mid.sum(d) * step
+
+
+def trapz(y: Tensor, x: Any = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
+    """As ``torch.trapz``."""
+    return trapezoid(y, x, dx=dx, dim=dim)
+
+
+def cumulative_trapezoid(y: Tensor, x: Any = None, *, dx: float | None = None, dim: int = -1) -> Tensor:
+    """As ``torch.cumulative_trapezoid``."""
+    d = S.norm_dim(dim, y.ndim)
+    n = y.shape[d]
+    if n == 0:
+        return _float(y)
+    mid = (y.narrow(d, 1, n - 1) + y.narrow(d, 0, n - 1)) * 0.5
+    if isinstance(x, Tensor):
+        xd = diff(x, dim=-1 if x.ndim == 1 else d)
+        if x.ndim == 1:
+            xd = xd.reshape(tuple(n - 1 if i == d else 1 for i in range(y.ndim)))
+        return (mid * xd).cumsum(d)
+    step = dx if dx is not None else (1.0 if x is None else float(x))
+    return mid.cumsum(d) * step
+
+
+def cov(input: Tensor, *, correction: int = 1, fweights: Tensor | None = None,
+        aweights: Tensor | None = None) -> Tensor:
+    """As ``torch.cov`` (rows are variables, columns observations)."""
+    x = _float(input)
+    if x.ndim < 2:
+        x = x.reshape(1, -1)
+    n = x.shape[1]
+    w = None
+    if fweights is not None:
+        w = fweights.to(x._dt)
+    if aweights is not None:
+        w = aweights.to(x._dt) if w is None else w * aweights.to(x._dt)
+    if w is None:
+        mean = x.mean(1, keepdim=True)
+        xc = x - mean
+        c = xc.matmul(xc.t()) / builtins.max(n - correction, 0)
+    else:
+        wsum = w.sum()
+        mean = (x * w).sum(1, keepdim=True) / wsum
+        xc = x - mean
+        if correction == 0:
+            norm = wsum
+        elif aweights is None:
+            norm = wsum - correction
+        else:
+            norm = wsum - correction * (w * aweights.to(x._dt)).sum() / wsum
+        c = (xc * w).matmul(xc.t()) / norm
+    return c.reshape(()) if c.shape == (1, 1) else c  # one variable: a 0-d result (torch)
+
+
+def corrcoef(input: Tensor) -> Tensor:
+    """As ``torch.corrcoef``."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    d = diagonal(c).sqrt()
+    return (c / d.unsqueeze(1) / d.unsqueeze(0)).clamp(-1, 1)
+
+
+_EXTRA_METHODS = (
+    "sum_to_size", "unfold", "index_put", "put", "fill", "argwhere", "conj", "conj_physical", "resolve_conj",
+    "resolve_neg", "angle", "dist", "isin", "cross", "diagflat", "split_with_sizes", "unsafe_split", "unsafe_chunk",
+    "select_scatter", "slice_scatter", "diagonal_scatter", "cov", "corrcoef",
+)
+__all__ += [
+    "view_copy", "permute_copy", "t_copy", "unsqueeze_copy", "squeeze_copy", "transpose_copy", "unbind_copy",
+    "expand_copy", "diagonal_copy", "alias_copy", "split_with_sizes_copy", *_EXTRA_METHODS, "constant_pad_nd",
+    "trapezoid", "trapz", "cumulative_trapezoid",
+]
+_METHODS = _METHODS + _EXTRA_METHODS
 
 
 def _install() -> None:

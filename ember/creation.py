@@ -25,7 +25,7 @@ __all__ = [
     "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty", "arange", "linspace",
     "eye", "rand", "randn", "randint", "zeros_like", "ones_like", "full_like", "empty_like",
     "rand_like", "randn_like", "randint_like", "manual_seed", "get_default_device",
-    "set_default_device", "initial_seed",
+    "set_default_device", "initial_seed", "logspace", "scalar_tensor", "tril_indices", "triu_indices",
 ]
 
 _default_device: Device | None = None
@@ -239,6 +239,38 @@ def linspace(start: float, end: float, steps: int, dtype: Any = None, device: An
         a[half:] = s1 - (ct(steps - 1) - i[half:]) * step
     with np.errstate(all="ignore"):
         return _upload(a.astype(d.np), d, device, requires_grad)
+
+
+def logspace(start: float, end: float, steps: int, base: float = 10.0, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """As ``torch.logspace``: base ** linspace(start, end, steps) (computed in float64)."""
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    start, end = (v.item() if isinstance(v, Tensor | np.generic) else v for v in (start, end))
+    e = linspace(start, end, steps, dtype=dt.float64, device=Device.flex()).numpy()
+    with np.errstate(all="ignore"):
+        return _upload(np.power(float(base), e).astype(d.np), d, device, requires_grad)
+
+
+def scalar_tensor(s: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """As ``torch.scalar_tensor``: a 0-d tensor (the default float dtype unless given)."""
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return tensor(s, dtype=d, device=device, requires_grad=requires_grad)
+
+
+def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype: Any, device: Any) -> Tensor:
+    d = dt.as_dtype(dtype) if dtype is not None else dt.int64
+    r, c = np.tril_indices(row, offset, col) if lower else np.triu_indices(row, offset, col)
+    return _upload(np.stack([r, c]).astype(d.np).reshape(2, -1), d, device, False)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """As ``torch.tril_indices``."""
+    return _tri_indices(row, col, offset, True, dtype, device)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """As ``torch.triu_indices``."""
+    return _tri_indices(row, col, offset, False, dtype, device)
 
 
 def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,

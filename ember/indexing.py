@@ -230,6 +230,8 @@ def _check_gather_shapes(what: str, t: Tensor, d: int, index: Tensor, src: Tenso
 def gather(t: Tensor, dim: int, index: Tensor) -> Tensor:
     d = S.norm_dim(dim, t.ndim)
     index = _as_index_tensor(t, index)
+    if index.numel() == 0 and index.ndim != t.ndim:  # torch accepts any empty index
+        return t.reshape(-1).narrow(0, 0, 0).reshape(index.shape)
     if t.ndim == 0 or index.ndim == 0:  # torch treats 0-d operands as 1-element 1-D ones here
         if t.ndim > 1 or index.ndim > 1:
             raise ShapeError(f"gather: index of shape {index.shape} needs as many dims as the input {t.shape}")

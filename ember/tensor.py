@@ -572,6 +572,33 @@ class Tensor:
                 copy = False
         return t.clone() if copy else t
 
+    def new_full(self, size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None,
+                 requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_full``: this tensor's dtype and device unless given."""
+        from .creation import full
+
+        return full(tuple(size), fill_value, dtype=dtype if dtype is not None else self._dt,
+                    device=device if device is not None else self.device, requires_grad=requires_grad)
+
+    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_zeros``."""
+        return self.new_full(_raw(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_ones``."""
+        return self.new_full(_raw(size), 1, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_empty`` (zeros, as ``ember.empty``)."""
+        return self.new_zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_tensor``."""
+        from .creation import tensor
+
+        return tensor(data, dtype=dtype if dtype is not None else self._dt,
+                      device=device if device is not None else self.device, requires_grad=requires_grad)
+
     def _host_device(self) -> Device:
         """Where ``.cpu()`` / ``.to("cpu")`` go (see ``to``)."""
         dev = self._bk.device
@@ -706,6 +733,7 @@ class Tensor:
     __sub__, __rsub__ = _sub, rsub
     __mul__, __rmul__ = mul, rmul
     __truediv__, __rtruediv__ = _div, rdiv
+    __rdiv__ = rdiv
     __floordiv__, __rfloordiv__ = floor_divide, rfloor_divide
     __mod__, __rmod__ = remainder, rremainder
     __pow__, __rpow__ = pow, rpow
@@ -1174,6 +1202,8 @@ class Tensor:
     __matmul__ = matmul
 
     def __rmatmul__(self, other: Any) -> Tensor:
+        if isinstance(other, Tensor):  # a direct call: other @ self
+            return other.matmul(self)
         if isinstance(other, np.ndarray):
             return self._from_like(other).matmul(self)
         return NotImplemented

@@ -20,7 +20,6 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from ember import Device  # noqa: E402
-
 from parity.opinfo_map import load_op_db, run_entry  # noqa: E402
 
 DEVICES = {
