@@ -675,7 +675,7 @@ class Tensor:
 
     # ------------------------------------------------------------------ arithmetic
     _add, radd = _binary("add", _ARITH)
-    _sub, rsub = _binary("sub", _ARITH)
+    _sub, _rsub = _binary("sub", _ARITH)
     mul, rmul = _binary("mul", _ARITH)
     _div, rdiv = _binary("div", _TRUEDIV)
     floor_divide, rfloor_divide = _binary("floor_div", _ARITH)
@@ -730,7 +730,11 @@ class Tensor:
     greater, less, greater_equal, less_equal = gt, lt, ge, le
 
     __add__, __radd__ = _add, radd
-    __sub__, __rsub__ = _sub, rsub
+    __sub__, __rsub__ = _sub, _rsub
+
+    def rsub(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """As ``torch.rsub``: ``other - alpha * self``."""
+        return (self if alpha == 1 else self * alpha)._rsub(other)
     __mul__, __rmul__ = mul, rmul
     __truediv__, __rtruediv__ = _div, rdiv
     __rdiv__ = rdiv
@@ -789,7 +793,7 @@ class Tensor:
         if self._dt.category == dt.FLOAT:
             raise DTypeError(f"bitwise_not is only defined for integer and bool tensors, got {self._dt}")
         if self._dt is dt.uint8:
-            return self.rsub(255)
+            return self._rsub(255)
         return _make(self._bk.sub_scalar(self._bk.neg(self._p), 1), self._bk, self._dt)
 
     def _shift(self, other: Any, left: bool) -> Tensor:

@@ -420,11 +420,11 @@ def run_entry(op: Any, dev: Device, limit: int | None, grads: bool = True) -> En
     for i, s in enumerate(samples):
         o = run_sample(fn, op, s, dev)
         res.forward[o.kind] = res.forward.get(o.kind, 0) + 1
-        if o.kind in ("wrong", "raised"):
+        if o.kind in ("wrong", "raised", "lacks"):
             res.failures.append(f"forward sample {i}: {o.kind}: {o.detail}")
         if grads and dev.is_autodiff:
             g = run_grad(fn, op, s, dev, 1000 + i)
             res.grad[g.kind] = res.grad.get(g.kind, 0) + 1
-            if g.kind in ("wrong", "raised"):
+            if g.kind in ("wrong", "raised", "lacks"):
                 res.failures.append(f"grad sample {i}: {g.kind}: {g.detail}")
     return res
