@@ -41,7 +41,6 @@ from .rules import RULES, Rule
 __all__ = ["Autodiff"]
 
 CHECKPOINTING = ("none", "balanced")
-_new = object.__new__
 _SCALAR_NAMES = tuple(f"{o}_scalar" for o in SCALAR_OPS) + tuple(f"r{o}_scalar" for o in REVERSED_SCALAR_OPS)
 
 
@@ -104,105 +103,60 @@ class Autodiff(Backend):
     # ------------------------------------------------------------------ op families
     # Each factory returns the op's method. ``rule`` None means not differentiable: the
     # result is untracked whatever the inputs.
-    # The untracked results are built without ``ADTensor.__init__`` (``_new`` plus two slot
-    # stores, about 40% of the construction cost): an untracked op on the default device
-    # (``dispatch<autodiff<flex>>``) is then this one frame over the plain device's op.
     def _unary_op(self, fn: Callable[..., Any], rule: Rule | None) -> Callable[..., ADTensor]:
         if rule is None:
-            def op_nd(p: ADTensor) -> ADTensor:
-                t = _new(ADTensor)
-                t.inner = fn(p.inner)
-                t.node = None
-                return t
-
-            return op_nd
+            return lambda p: ADTensor(fn(p.inner), None)
         record = self._record
 
         def op(p: ADTensor) -> ADTensor:
             out = fn(p.inner)
             if p.node is None or not mode.enabled:
-                t = _new(ADTensor)
-                t.inner = out
-                t.node = None
-                return t
+                return ADTensor(out, None)
             return record(rule, fn, (p,), out)
 
         return op
 
     def _scalar_op(self, fn: Callable[..., Any], rule: Rule | None) -> Callable[..., ADTensor]:
         if rule is None:
-            def op_nd(p: ADTensor, s: Any) -> ADTensor:
-                t = _new(ADTensor)
-                t.inner = fn(p.inner, s)
-                t.node = None
-                return t
-
-            return op_nd
+            return lambda p, s: ADTensor(fn(p.inner, s), None)
         record = self._record
 
         def op(p: ADTensor, s: Any) -> ADTensor:
             out = fn(p.inner, s)
             if p.node is None or not mode.enabled:
-                t = _new(ADTensor)
-                t.inner = out
-                t.node = None
-                return t
+                return ADTensor(out, None)
             return record(rule, fn, (p, s), out)
 
         return op
 
     def _binary_op(self, fn: Callable[..., Any], rule: Rule | None) -> Callable[..., ADTensor]:
         if rule is None:
-            def op_nd(a: ADTensor, b: ADTensor) -> ADTensor:
-                t = _new(ADTensor)
-                t.inner = fn(a.inner, b.inner)
-                t.node = None
-                return t
-
-            return op_nd
+            return lambda a, b: ADTensor(fn(a.inner, b.inner), None)
         record = self._record
 
         def op(a: ADTensor, b: ADTensor) -> ADTensor:
             out = fn(a.inner, b.inner)
             if (a.node is None and b.node is None) or not mode.enabled:
-                t = _new(ADTensor)
-                t.inner = out
-                t.node = None
-                return t
+                return ADTensor(out, None)
             return record(rule, fn, (a, b), out)
 
         return op
 
     def _reduce_op(self, fn: Callable[..., Any], rule: Rule | None) -> Callable[..., ADTensor]:
         if rule is None:
-            def op_nd(p: ADTensor, dims: tuple[int, ...], keepdim: bool) -> ADTensor:
-                t = _new(ADTensor)
-                t.inner = fn(p.inner, dims, keepdim)
-                t.node = None
-                return t
-
-            return op_nd
+            return lambda p, dims, keepdim: ADTensor(fn(p.inner, dims, keepdim), None)
         record = self._record
 
         def op(p: ADTensor, dims: tuple[int, ...], keepdim: bool) -> ADTensor:
             out = fn(p.inner, dims, keepdim)
             if p.node is None or not mode.enabled:
-                t = _new(ADTensor)
-                t.inner = out
-                t.node = None
-                return t
+                return ADTensor(out, None)
             return record(rule, fn, (p, dims, keepdim), out)
 
         return op
 
     def _arg_reduce_op(self, fn: Callable[..., Any], rule: Rule | None) -> Callable[..., ADTensor]:
-        def op_nd(p: ADTensor, dim: int, keepdim: bool) -> ADTensor:
-            t = _new(ADTensor)
-            t.inner = fn(p.inner, dim, keepdim)
-            t.node = None
-            return t
-
-        return op_nd
+        return lambda p, dim, keepdim: ADTensor(fn(p.inner, dim, keepdim), None)
 
     # ------------------------------------------------------------------ recording
     def _record(self, rule: Rule, fn: Callable[..., Any], call: tuple[Any, ...], out: Any,
@@ -243,10 +197,7 @@ class Autodiff(Backend):
         fn = self._fns[op]
         out = fn(p.inner, *args)
         if p.node is None or not mode.enabled:
-            t = _new(ADTensor)
-            t.inner = out
-            t.node = None
-            return t
+            return ADTensor(out, None)
         return self._record(RULES[op], fn, (p, *args), out)
 
     def _mixed(self, op: str, *call: Any) -> ADTensor:
