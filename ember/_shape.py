@@ -72,8 +72,10 @@ def norm_dims(dim: Any, ndim: int) -> tuple[int, ...]:
     if dim is None:
         return _norm_dims(None, ndim)
     if isinstance(dim, _INTS):
-        return (norm_dim(dim, ndim),)
-    return _norm_dims(tuple(dim), ndim)
+        d = norm_dim(dim, ndim)
+        return (d,) if ndim else ()  # a 0-d tensor accepts dim 0 / -1 and has no dim to reduce
+    out = _norm_dims(tuple(dim), ndim)
+    return out if ndim else ()
 
 
 def infer_reshape(shape: Shape, new: Sequence[int]) -> Shape:

@@ -8,6 +8,7 @@ Data is always copied: a tensor never aliases the caller's numpy array.
 from __future__ import annotations
 
 import math
+import os
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -24,7 +25,7 @@ __all__ = [
     "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty", "arange", "linspace",
     "eye", "rand", "randn", "randint", "zeros_like", "ones_like", "full_like", "empty_like",
     "rand_like", "randn_like", "randint_like", "manual_seed", "get_default_device",
-    "set_default_device", "initial_seed",
+    "set_default_device", "initial_seed", "logspace", "scalar_tensor", "tril_indices", "triu_indices",
 ]
 
 _default_device: Device | None = None
@@ -132,14 +133,41 @@ def full(size: Sequence[int], fill_value: Any, dtype: Any = None, device: Any = 
     if isinstance(fill_value, np.generic):
         fill_value = fill_value.item()
     d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(fill_value)
+    _check_size(shape, d)
     bk = _device(device).backend()
     v = _scalar_for(d, fill_value)
     return _finish(_make(bk.full(shape, v, d), bk, d), requires_grad)
 
 
+def _check_size(shape: tuple[int, ...], d: dt.DType) -> None:
+    """Raise at creation, on every device (a lazy one would only fail at the first read), for
+    a tensor whose storage cannot exist: a byte count past int64 (torch: "Storage size
+    calculation overflowed") is a ShapeError, one past this machine's memory OutOfMemoryError."""
+    n = 1
+    for s in shape:
+        n *= s
+    nbytes = n * d.itemsize
+    if nbytes <= 1 << 30:
+        return
+    if nbytes >= 1 << 63:
+        from .errors import ShapeError
+
+        raise ShapeError(f"storage size calculation overflowed with sizes={list(shape)} ({d})")
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    if nbytes > total:
+        from .errors import OutOfMemoryError
+
+        raise OutOfMemoryError(f"cannot allocate {nbytes} bytes for a tensor of shape {tuple(shape)} ({d}): this "
+                               f"machine has {total} bytes of memory")
+
+
 def _filled(value: float, size: tuple[Any, ...], dtype: Any, device: Any, requires_grad: bool) -> Tensor:
     shape = S.sizes_arg(size)
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    _check_size(shape, d)
     bk = _device(device).backend()
     v = _scalar_for(d, value)
     return _finish(_make(bk.full(shape, v, d), bk, d), requires_grad)
@@ -160,13 +188,24 @@ def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool
 
 def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
+    """As ``torch.arange``. For an integer ``dtype`` the bounds and step are truncated to
+    integers first, as torch does (``arange(0., -8.000001, -4., dtype=int64)`` is [0, -4])."""
     if end is None:
         start, end = 0, start
+    start, end, step = (v.item() if isinstance(v, Tensor | np.generic) else v for v in (start, end, step))
     if step == 0:
         raise ValueError("arange step must be non-zero")
     all_int = all(isinstance(v, int | np.integer) and not isinstance(v, bool) for v in (start, end, step))
     d = dt.as_dtype(dtype) if dtype is not None else (dt.int64 if all_int else dt.get_default_dtype())
-    n = max(0, math.ceil((end - start) / step))
+    if d.category != dt.FLOAT and not all_int:
+        start, end, step = int(start), int(end), int(step)
+        if step == 0:
+            raise ValueError("arange step must be non-zero (after truncation to an integer dtype)")
+        all_int = True
+    if (end - start) and (end - start > 0) != (step > 0):
+        raise ValueError(f"arange: upper bound and larger bound inconsistent with step sign "
+                         f"(start={start}, end={end}, step={step})")
+    n = max(0, math.ceil((end - start) / step)) if not all_int else max(0, -((start - end) // step))
     if all_int:
         a = start + np.arange(n, dtype=np.int64) * step
     else:
@@ -176,8 +215,62 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, device
 
 def linspace(start: float, end: float, steps: int, dtype: Any = None, device: Any = None,
              requires_grad: bool = False) -> Tensor:
+    """As ``torch.linspace``: the first half counts up from ``start``, the second half down
+    from ``end`` (so both ends are exact); for an integer ``dtype`` the ends are truncated to
+    integers first and the values computed in float64 then truncated, as torch does."""
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    return _upload(np.linspace(start, end, int(steps), dtype=np.float64).astype(d.np), d, device, requires_grad)
+    steps = int(steps)
+    if steps < 0:
+        raise ValueError(f"number of steps must be non-negative, got {steps}")
+    start, end = (v.item() if isinstance(v, Tensor | np.generic) else v for v in (start, end))
+    if d.category != dt.FLOAT:
+        start, end = int(start), int(end)
+    # torch computes in the dtype (float32 for the half types, float64 for integers)
+    ct = np.float64 if d.category != dt.FLOAT or d is dt.float64 else np.float32
+    a = np.empty(steps, ct)
+    if steps == 1:
+        a[:] = start
+    elif steps > 1:
+        s0, s1 = ct(start), ct(end)
+        step = (s1 - s0) / ct(steps - 1)
+        half = steps // 2
+        i = np.arange(steps, dtype=ct)
+        a[:half] = s0 + i[:half] * step
+        a[half:] = s1 - (ct(steps - 1) - i[half:]) * step
+    with np.errstate(all="ignore"):
+        return _upload(a.astype(d.np), d, device, requires_grad)
+
+
+def logspace(start: float, end: float, steps: int, base: float = 10.0, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """As ``torch.logspace``: base ** linspace(start, end, steps) (computed in float64)."""
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    start, end = (v.item() if isinstance(v, Tensor | np.generic) else v for v in (start, end))
+    e = linspace(start, end, steps, dtype=dt.float64, device=Device.flex()).numpy()
+    with np.errstate(all="ignore"):
+        return _upload(np.power(float(base), e).astype(d.np), d, device, requires_grad)
+
+
+def scalar_tensor(s: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """As ``torch.scalar_tensor``: a 0-d tensor (the default float dtype unless given)."""
+    d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
+    return tensor(s, dtype=d, device=device, requires_grad=requires_grad)
+
+
+def _tri_indices(row: int, col: int, offset: int, lower: bool, dtype: Any, device: Any) -> Tensor:
+    d = dt.as_dtype(dtype) if dtype is not None else dt.int64
+    r, c = np.tril_indices(row, offset, col) if lower else np.triu_indices(row, offset, col)
+    return _upload(np.stack([r, c]).astype(d.np).reshape(2, -1), d, device, False)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """As ``torch.tril_indices``."""
+    return _tri_indices(row, col, offset, True, dtype, device)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, device: Any = None) -> Tensor:
+    """As ``torch.triu_indices``."""
+    return _tri_indices(row, col, offset, False, dtype, device)
 
 
 def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,

@@ -61,6 +61,15 @@ class CompilationError(EmberError, RuntimeError):
         super().__init__(text)
 
 
+class ZeroDivisionByIntegerError(EmberError, ZeroDivisionError, RuntimeError):
+    """An integer ``//`` or ``%`` by zero (PyTorch raises ``RuntimeError: ZeroDivisionError`` on
+    the CPU; catchable as either)."""
+
+
+class IntegerPowerError(EmberError, ValueError, RuntimeError):
+    """An integer tensor raised to a negative integer scalar power (PyTorch's RuntimeError)."""
+
+
 class OutOfMemoryError(EmberError, MemoryError):
     """A device allocation failed even after cached blocks were released."""
 

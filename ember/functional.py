@@ -24,10 +24,15 @@ _METHODS = (
     "squeeze", "unsqueeze", "flatten", "flip", "repeat", "tile", "split", "chunk", "unbind", "narrow",
     "gather", "scatter", "scatter_add", "index_select", "masked_fill", "tril", "triu", "nonzero",
     "allclose", "equal", "clone", "detach", "numel", "norm", "select",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitwise_left_shift", "bitwise_right_shift",
+    "swapaxes", "unflatten", "t",
 )
 
+from . import composite as _composite  # noqa: E402  (attaches its Tensor methods)
+from .composite import *  # noqa: E402,F403
+
 __all__ = list(_METHODS) + ["where", "cat", "concat", "concatenate", "stack", "pad", "broadcast_tensors",
-                            "result_type"]
+                            "result_type"] + list(_composite.__all__)
 
 
 def _method(name: str) -> Any:

@@ -230,6 +230,16 @@ def _check_gather_shapes(what: str, t: Tensor, d: int, index: Tensor, src: Tenso
 def gather(t: Tensor, dim: int, index: Tensor) -> Tensor:
     d = S.norm_dim(dim, t.ndim)
     index = _as_index_tensor(t, index)
+    if index.numel() == 0 and index.ndim != t.ndim:  # torch accepts any empty index
+        return t.reshape(-1).narrow(0, 0, 0).reshape(index.shape)
+    if t.ndim == 0 or index.ndim == 0:  # torch treats 0-d operands as 1-element 1-D ones here
+        if t.ndim > 1 or index.ndim > 1:
+            raise ShapeError(f"gather: index of shape {index.shape} needs as many dims as the input {t.shape}")
+        return gather(t.reshape(1) if t.ndim == 0 else t, 0, index.reshape(1)).reshape(index.shape)
+    if index.numel() == 0:
+        _check_gather_shapes("gather", t, d, index)
+        # no element is read; a 0-element slice keeps the result in the input's graph
+        return t.reshape(-1).narrow(0, 0, 0).reshape(index.shape)
     _check_gather_shapes("gather", t, d, index)
     index = _checked_indices(t, index, t.shape[d] if t.ndim else 1, f"gather along dim {d}")
     return _make(t._bk.gather(t._p, d, index._p), t._bk, t._dt)
@@ -238,6 +248,13 @@ def gather(t: Tensor, dim: int, index: Tensor) -> Tensor:
 def scatter(t: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None) -> Tensor:
     d = S.norm_dim(dim, t.ndim)
     index = _as_index_tensor(t, index)
+    if t.ndim == 0 or index.ndim == 0:  # 0-d operands act as 1-element 1-D ones (torch)
+        if isinstance(src, Tensor) and src.ndim == 0:
+            src = src.reshape(1)
+        out = scatter(t.reshape(1) if t.ndim == 0 else t, 0, index.reshape(1), src, reduce)
+        return out.reshape(t.shape)
+    if index.numel() == 0:
+        return t
     if not isinstance(src, Tensor):
         src = t._full_like_shape(index.shape, _scalar_for(t._dt, _pyscalar(src)), t._dt)
     _check_device(t, src)
@@ -248,7 +265,36 @@ def scatter(t: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None) ->
         return _make(t._bk.scatter(t._p, d, index._p, src._p), t._bk, t._dt)
     if reduce in ("add", "sum"):
         return _make(t._bk.scatter_add(t._p, d, index._p, src._p), t._bk, t._dt)
-    raise ValueError(f"scatter reduce must be None or 'add', got {reduce!r}")
+    if reduce == "multiply":
+        return _scatter_multiply(t, d, index, src)
+    raise ValueError(f"scatter reduce must be None, 'add' or 'multiply', got {reduce!r}")
+
+
+def _scatter_multiply(t: Tensor, d: int, index: Tensor, src: Tensor) -> Tensor:
+    """``scatter(..., reduce='multiply')`` composed from gather and scatter on the flattened
+    tensor: the index is read on the host and split into layers in which no target repeats
+    (the k-th contribution to each position), so each layer is one exact gather-multiply-
+    scatter and gradients flow through the composition."""
+    if index.numel() == 0:
+        return t
+    idx = np.asarray(index.numpy())
+    grids = list(np.indices(idx.shape))
+    grids[d] = idx
+    lin = np.ravel_multi_index(tuple(grids), t.shape).reshape(-1)
+    src_flat = src[tuple(slice(0, n) for n in idx.shape)].reshape(-1)
+    order = np.argsort(lin, kind="stable")
+    sorted_lin = lin[order]
+    first = np.r_[0, np.flatnonzero(np.diff(sorted_lin)) + 1]
+    rank_sorted = np.arange(lin.size) - np.repeat(first, np.diff(np.r_[first, lin.size]))
+    rank = np.empty_like(rank_sorted)
+    rank[order] = rank_sorted
+    out = t.reshape(-1)
+    for k in range(int(rank.max()) + 1):
+        sel = np.flatnonzero(rank == k)
+        li = t._from_like(lin[sel].astype(np.int64))
+        v = src_flat.index_select(0, t._from_like(sel.astype(np.int64)))
+        out = out.scatter(0, li, out.gather(0, li) * v)
+    return out.reshape(t.shape)
 
 
 def index_select(t: Tensor, dim: int, index: Tensor) -> Tensor:

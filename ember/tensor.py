@@ -24,7 +24,14 @@ from . import _shape as S
 from . import dtype as dt
 from . import tracing
 from .device import Device
-from .errors import AutodiffError, DeviceMismatchError, DTypeError, ShapeError
+from .errors import (
+    AutodiffError,
+    DeviceMismatchError,
+    DTypeError,
+    IntegerPowerError,
+    ShapeError,
+    ZeroDivisionByIntegerError,
+)
 
 __all__ = ["Tensor"]
 
@@ -129,6 +136,8 @@ def _binary(op: str, rule: int, rop: str | None = None) -> Any:
         return NotImplemented
 
     def reverse(a: Tensor, b: Any) -> Tensor:
+        if isinstance(b, Tensor):  # a direct call, ``t.__radd__(u)`` / ``t.rsub(u)``: u op t
+            return forward(b, a)
         if isinstance(b, _SCALARS) or isinstance(b, np.generic):
             return _tensor_scalar(op, rscalar_op, rule, a, _pyscalar(b), True)
         if isinstance(b, np.ndarray):
@@ -136,7 +145,60 @@ def _binary(op: str, rule: int, rop: str | None = None) -> Any:
         return NotImplemented
 
     forward.__name__ = op
+    if op in ("floor_div", "remainder"):
+        return _checked_divisor(forward, reverse)
+    if op == "pow":
+        return _checked_power(forward, reverse)
     return forward, reverse
+
+
+def _int_result(a: Tensor, b: Any) -> bool:
+    """Whether ``a op b`` computes in an integer (or bool) dtype."""
+    if isinstance(b, Tensor):
+        return dt.result_type(a, b).category != dt.FLOAT
+    if isinstance(b, _SCALARS) or isinstance(b, np.generic):
+        return dt.scalar_result(a._dt, a.ndim, _pyscalar(b)).category != dt.FLOAT
+    return False
+
+
+def _raise_if_zero(divisor: Any, bk: Any) -> None:
+    """PyTorch (CPU) raises for an integer division by zero. A Python scalar is checked
+    always; a tensor divisor when its values can be read without draining a lazy stream
+    (``Backend.is_ready``, as index ranges are): a queued divisor is not read, and a zero in
+    it gives 0 (the kernels' answer, as on CUDA, where PyTorch does not check either)."""
+    if isinstance(divisor, Tensor):
+        if divisor.numel() == 0 or not (bk.eager or bk.is_ready(divisor._p)):
+            return
+        if not np.all(np.asarray(divisor.numpy())):
+            raise ZeroDivisionByIntegerError("ZeroDivisionError: integer division or modulo by zero")
+    elif not divisor:
+        raise ZeroDivisionByIntegerError("ZeroDivisionError: integer division or modulo by zero")
+
+
+def _checked_divisor(forward: Any, reverse: Any) -> Any:
+    def f(a: Tensor, b: Any) -> Tensor:
+        if _int_result(a, b):
+            _raise_if_zero(b, a._bk)
+        return forward(a, b)
+
+    def r(a: Tensor, b: Any) -> Tensor:
+        if _int_result(a, b):
+            _raise_if_zero(a, a._bk)
+        return reverse(a, b)
+
+    f.__name__ = forward.__name__
+    return f, r
+
+
+def _checked_power(forward: Any, reverse: Any) -> Any:
+    def f(a: Tensor, b: Any) -> Tensor:
+        if (isinstance(b, int | np.integer) and not isinstance(b, bool | np.bool_) and b < 0
+                and a._dt.category != dt.FLOAT):
+            raise IntegerPowerError("Integers to negative integer powers are not allowed.")
+        return forward(a, b)
+
+    f.__name__ = forward.__name__
+    return f, reverse
 
 
 def _tensor_tensor(op: str, rule: int, a: Tensor, b: Tensor) -> Tensor:
@@ -375,8 +437,9 @@ class Tensor:
         return a.tolist()
 
     def item(self) -> Any:
+        """As ``torch.Tensor.item``: the one element as a Python scalar (ShapeError otherwise)."""
         if self._p.shape and self.numel() != 1:  # a 0-d tensor has one element
-            raise ValueError(f"a tensor with {self.numel()} elements cannot be converted to a Python scalar")
+            raise ShapeError(f"a tensor with {self.numel()} elements cannot be converted to a Python scalar")
         if tracing.active:
             v = np.asarray(self.numpy()).item()
         else:  # one element: read as a scalar (no array, no read-only view)
@@ -415,6 +478,22 @@ class Tensor:
 
     __hash__ = object.__hash__
 
+    def __format__(self, spec: str) -> str:
+        """``format(t, '.2f')`` formats a 0-d tensor's value (as torch); other tensors and an
+        empty spec format as ``str``."""
+        if self.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return format(str(self), spec)
+
+    def __reduce__(self) -> Any:
+        """Tensors pickle through their values: (numpy array, dtype name, device spec,
+        requires_grad); unpickling restores them on the same device when it is available
+        here, else on the default device (bfloat16 travels as its uint16 bits)."""
+        a = np.ascontiguousarray(self.numpy())
+        if self._dt is dt.bfloat16:
+            a = a.view(np.uint16)
+        return (_unpickle, (np.array(a), self._dt.name, self._bk.device.spec, bool(self.requires_grad)))
+
     def __repr__(self) -> str:
         a = np.asarray(self.numpy())
         if self._dt is dt.bfloat16 or self._dt is dt.float16:
@@ -424,7 +503,7 @@ class Tensor:
         extras = []
         if self._dt not in (dt.float32, dt.int64, dt.bool_):
             extras.append(f"dtype={self._dt!r}")
-        if self._bk.device.spec != ("flex",):
+        if self._bk.device.inner().spec != ("flex",):
             extras.append(f"device={self._bk.device!r}")
         if self.requires_grad:
             extras.append("requires_grad=True")
@@ -465,69 +544,166 @@ class Tensor:
 
     # ------------------------------------------------------------------ casting, devices
     def to(self, *args: Any, **kwargs: Any) -> Tensor:
-        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other_tensor)``."""
+        """As ``torch.Tensor.to``: ``to(dtype, non_blocking=False, copy=False)``,
+        ``to(device, dtype=None, non_blocking=False, copy=False)``, ``to(other, non_blocking,
+        copy)``; ``memory_format=`` is accepted and ignored (layouts are not observable).
+
+        The string ``"cpu"`` (as ``.cpu()``) means the host: a tensor already on a host device
+        (Flex, the Cube CPU device) stays there; one on a GPU device moves to the default device
+        when that is a host device, else to Flex, keeping its autodiff wrapping. Every other
+        string or a ``Device`` names the target exactly (``"cpu"`` in creation functions is
+        ``Device.cpu()``). A move across devices carries values, not gradient flow."""
         target_dev = kwargs.pop("device", None)
         target_dt = kwargs.pop("dtype", None)
+        non_blocking = kwargs.pop("non_blocking", False)
+        copy = bool(kwargs.pop("copy", False))
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        flags: list[bool] = []
         for a in args:
-            if isinstance(a, Device):
+            if isinstance(a, bool):  # before dtypes: positional non_blocking / copy
+                flags.append(a)
+            elif isinstance(a, Device):
                 target_dev = a
             elif isinstance(a, Tensor):
                 target_dev, target_dt = a.device, a.dtype
-            elif isinstance(a, str) and a.split(":")[0].split("+")[0] in ("flex", "cpu", "cuda", "wgpu", "vulkan"):
-                target_dev = Device.parse(a)
+            elif isinstance(a, str) and a.split(":")[0].split("+")[0] in ("flex", "cpu", "cuda", "wgpu", "vulkan",
+                                                                          "opengl"):
+                target_dev = a
+            elif a is None:
+                continue
             else:
                 target_dt = a
+        if len(flags) > 2:
+            raise TypeError("to() takes at most two bool arguments (non_blocking, copy)")
+        if len(flags) == 2:
+            non_blocking, copy = flags
+        elif len(flags) == 1:
+            non_blocking = flags[0]
+        del non_blocking  # every transfer completes before the call returns (values)
+        if isinstance(target_dev, str):
+            target_dev = self._host_device() if target_dev.strip().lower() in ("cpu", "cpu:0") \
+                else Device.parse(target_dev)
         t = self
         if target_dev is not None and target_dev != self._bk.device:
             src = self.numpy()
-            t = _make(target_dev.backend().from_data(src, self._dt), target_dev.backend(), self._dt)
+            bk = target_dev.backend()
+            t = _make(bk.from_data(src, self._dt), bk, self._dt)
+            copy = False
         if target_dt is not None:
             d = dt.as_dtype(target_dt)
             if d is not t._dt:
                 t = _make(t._bk.cast(t._p, d), t._bk, d)
-        return t
+                copy = False
+        return t.clone() if copy else t
+
+    def new_full(self, size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None,
+                 requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_full``: this tensor's dtype and device unless given."""
+        from .creation import full
+
+        return full(tuple(size), fill_value, dtype=dtype if dtype is not None else self._dt,
+                    device=device if device is not None else self.device, requires_grad=requires_grad)
+
+    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_zeros``."""
+        return self.new_full(_raw(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_ones``."""
+        return self.new_full(_raw(size), 1, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_empty`` (zeros, as ``ember.empty``)."""
+        return self.new_zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_tensor``."""
+        from .creation import tensor
+
+        return tensor(data, dtype=dtype if dtype is not None else self._dt,
+                      device=device if device is not None else self.device, requires_grad=requires_grad)
+
+    def _host_device(self) -> Device:
+        """Where ``.cpu()`` / ``.to("cpu")`` go (see ``to``)."""
+        dev = self._bk.device
+        inner = dev.inner()
+        if inner.spec[0] in ("flex", "fusion") or (inner.spec[0] == "cube" and inner.spec[1] == "cpu"):
+            return dev
+        from .creation import get_default_device
+
+        host = get_default_device().inner()
+        if not (host.spec[0] in ("flex", "fusion") or (host.spec[0] == "cube" and host.spec[1] == "cpu")):
+            host = Device.flex()
+        return host.autodiff() if dev.is_autodiff else host
+
+    def cpu(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.cpu``: the tensor on the host (``to("cpu")``: a host tensor is
+        returned as is, a GPU one moves to the default host device keeping autodiff)."""
+        return self.to(self._host_device())
+
+    def cuda(self, device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.cuda``: the tensor on ``Device.cuda(device)`` (index or device),
+        keeping its autodiff wrapping."""
+        if isinstance(device, Device):
+            target = device
+        else:
+            if isinstance(device, str):
+                device = int(device.partition(":")[2] or 0)
+            target = Device.cuda(0 if device is None else int(device))
+            if self._bk.device.is_autodiff:
+                target = target.autodiff()
+        return self.to(target)
 
     def type(self, d: Any) -> Tensor:
         return self.to(d)
 
-    def float(self) -> Tensor:
+    def float(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.float`` (``memory_format`` accepted and ignored)."""
         return self.to(dt.float32)
 
-    def double(self) -> Tensor:
+    def double(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.double`` (``memory_format`` accepted and ignored)."""
         return self.to(dt.float64)
 
-    def half(self) -> Tensor:
+    def half(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.half`` (``memory_format`` accepted and ignored)."""
         return self.to(dt.float16)
 
-    def bfloat16(self) -> Tensor:
+    def bfloat16(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.bfloat16`` (``memory_format`` accepted and ignored)."""
         return self.to(dt.bfloat16)
 
-    def int(self) -> Tensor:
+    def int(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.int`` (``memory_format`` accepted and ignored)."""
         return self.to(dt.int32)
 
-    def long(self) -> Tensor:
+    def long(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.long`` (``memory_format`` accepted and ignored)."""
         return self.to(dt.int64)
 
-    def bool(self) -> Tensor:
+    def bool(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.bool`` (``memory_format`` accepted and ignored)."""
         return self.to(dt.bool_)
 
-    def byte(self) -> Tensor:
+    def byte(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.byte`` (``memory_format`` accepted and ignored)."""
         return self.to(dt.uint8)
 
-    def contiguous(self) -> Tensor:
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.contiguous``; ``memory_format`` is accepted and ignored."""
         return _make(self._bk.contiguous(self._p), self._bk, self._dt)
 
-    def clone(self) -> Tensor:
+    def clone(self, *, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.clone``; ``memory_format`` is accepted and ignored."""
         return _make(self._bk.copy(self._p), self._bk, self._dt)
 
-    def cpu(self) -> Tensor:
-        return self.to(Device.flex())
-
     # ------------------------------------------------------------------ arithmetic
-    add, radd = _binary("add", _ARITH)
-    sub, rsub = _binary("sub", _ARITH)
+    _add, radd = _binary("add", _ARITH)
+    _sub, _rsub = _binary("sub", _ARITH)
     mul, rmul = _binary("mul", _ARITH)
-    div, rdiv = _binary("div", _TRUEDIV)
+    _div, rdiv = _binary("div", _TRUEDIV)
     floor_divide, rfloor_divide = _binary("floor_div", _ARITH)
     remainder, rremainder = _binary("remainder", _ARITH)
     pow, rpow = _binary("pow", _ARITH)
@@ -544,15 +720,50 @@ class Tensor:
     logical_or, _rlor = _binary("logical_or", _LOGICAL)
     logical_xor, _rlxor = _binary("logical_xor", _LOGICAL)
 
-    true_divide = divide = div
+    def add(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """As ``torch.add``: ``self + alpha * other``."""
+        if alpha != 1:
+            other = other * alpha
+        return self._add(other)
+
+    def sub(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """As ``torch.sub``: ``self - alpha * other``."""
+        if alpha != 1:
+            other = other * alpha
+        return self._sub(other)
+
+    def div(self, other: Any, *, rounding_mode: str | None = None) -> Tensor:
+        """As ``torch.div``: true division, or ``rounding_mode='trunc'`` / ``'floor'``."""
+        if rounding_mode is None:
+            return self._div(other)
+        if rounding_mode == "floor":
+            return self.floor_divide(other)
+        if rounding_mode != "trunc":
+            raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                             f"{rounding_mode!r}")
+        if not _int_result(self, other):
+            return self._div(other).trunc()
+        q = self.floor_divide(other)  # raises for a zero divisor
+        # floor and trunc differ where the division is inexact and the signs differ
+        r = self.remainder(other)
+        fix = r.ne(0).logical_and((self < 0).logical_xor(other < 0 if isinstance(other, Tensor)
+                                                         else self._full_like_shape((), other < 0, dt.bool_)))
+        return q + fix.to(q._dt)
+
+    true_divide = divide = _div
     multiply = mul
     subtract = sub
     greater, less, greater_equal, less_equal = gt, lt, ge, le
 
-    __add__, __radd__ = add, radd
-    __sub__, __rsub__ = sub, rsub
+    __add__, __radd__ = _add, radd
+    __sub__, __rsub__ = _sub, _rsub
+
+    def rsub(self, other: Any, *, alpha: Any = 1) -> Tensor:
+        """As ``torch.rsub``: ``other - alpha * self``."""
+        return (self if alpha == 1 else self * alpha)._rsub(other)
     __mul__, __rmul__ = mul, rmul
-    __truediv__, __rtruediv__ = div, rdiv
+    __truediv__, __rtruediv__ = _div, rdiv
+    __rdiv__ = rdiv
     __floordiv__, __rfloordiv__ = floor_divide, rfloor_divide
     __mod__, __rmod__ = remainder, rremainder
     __pow__, __rpow__ = pow, rpow
@@ -560,26 +771,108 @@ class Tensor:
     __ne__ = ne  # type: ignore[assignment]
     __lt__, __le__, __gt__, __ge__ = lt, le, gt, ge
 
-    def _bool_only(self, other: Any, op: str) -> Tensor:
-        if self._dt is not dt.bool_ or (isinstance(other, Tensor) and other._dt is not dt.bool_):
-            raise DTypeError(f"operator {op} is defined for bool tensors only (ember has no bitwise ops)")
-        return getattr(self, {"&": "logical_and", "|": "logical_or", "^": "logical_xor"}[op])(other)
+    # bitwise ops: integers and bools (bools take the logical ops); floats raise, as torch
+    def _bitwise_operands(self, other: Any, what: str) -> tuple[Tensor, Tensor] | None:
+        if isinstance(other, np.ndarray):
+            other = self._from_like(other)
+        if isinstance(other, Tensor):
+            _check_device(self, other)
+            d = dt.result_type(self, other)
+        elif isinstance(other, _SCALARS) or isinstance(other, np.generic):
+            other = _pyscalar(other)
+            d = dt.scalar_result(self._dt, self.ndim, other)
+            other = self._full_like_shape((), _scalar_for(d, other), d)
+        else:
+            return None
+        if d.category == dt.FLOAT:
+            raise DTypeError(f"{what} is only defined for integer and bool tensors, got {d}")
+        a = self if self._dt is d else self.to(d)
+        b = other if other._dt is d else other.to(d)
+        return a, b
 
-    def __and__(self, other: Any) -> Tensor:
-        return self._bool_only(other, "&")
+    def _bitwise(self, other: Any, op: str, logical: str) -> Tensor:
+        ab = self._bitwise_operands(other, op)
+        if ab is None:
+            return NotImplemented
+        a, b = ab
+        if a._dt is dt.bool_:
+            return getattr(a, logical)(b)
+        return _tensor_tensor(op, _ARITH, a, b)
 
-    def __or__(self, other: Any) -> Tensor:
-        return self._bool_only(other, "|")
+    def bitwise_and(self, other: Any) -> Tensor:
+        """As ``torch.bitwise_and`` (integer and bool tensors)."""
+        return self._bitwise(other, "bitwise_and", "logical_and")
 
-    def __xor__(self, other: Any) -> Tensor:
-        return self._bool_only(other, "^")
+    def bitwise_or(self, other: Any) -> Tensor:
+        """As ``torch.bitwise_or``."""
+        return self._bitwise(other, "bitwise_or", "logical_or")
 
-    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+    def bitwise_xor(self, other: Any) -> Tensor:
+        """As ``torch.bitwise_xor``."""
+        return self._bitwise(other, "bitwise_xor", "logical_xor")
 
-    def __invert__(self) -> Tensor:
-        if self._dt is not dt.bool_:
-            raise DTypeError("~ is defined for bool tensors only (ember has no bitwise ops)")
-        return self.logical_not()
+    def bitwise_not(self) -> Tensor:
+        """As ``torch.bitwise_not``: ``~x`` (logical not for bools; -x - 1 for signed, max - x
+        for unsigned integers, which is the complement of every bit)."""
+        if self._dt is dt.bool_:
+            return self.logical_not()
+        if self._dt.category == dt.FLOAT:
+            raise DTypeError(f"bitwise_not is only defined for integer and bool tensors, got {self._dt}")
+        if self._dt is dt.uint8:
+            return self._rsub(255)
+        return _make(self._bk.sub_scalar(self._bk.neg(self._p), 1), self._bk, self._dt)
+
+    def _shift(self, other: Any, left: bool) -> Tensor:
+        what = "bitwise_left_shift" if left else "bitwise_right_shift"
+        ab = self._bitwise_operands(other, what)
+        if ab is None:
+            return NotImplemented
+        a, b = ab
+        if a._dt is dt.bool_:
+            a, b = a.long(), b.long()
+        d = a._dt
+        bits = 8 * d.itemsize
+        signed = d is not dt.uint8
+        two = a._full_like_shape((), 2, d)
+        # shifts compose from exact integer arithmetic: a << b = a * 2**b (wrapping, like the
+        # hardware shift) and a >> b = floor(a / 2**b) (arithmetic for signed types); amounts
+        # past the width give 0 (or -1 for a negative a >> b), as PyTorch's CPU kernels do
+        top = bits - 2 if signed and not left else bits - 1
+        bc = b.clamp(0, top)
+        p2 = _tensor_tensor("pow", _ARITH, two, bc)
+        zero = a._full_like_shape((), 0, d)
+        from .functional import where
+
+        if left:
+            return where(b.ge(bits), zero, _tensor_tensor("mul", _ARITH, a, p2))
+        q = _tensor_tensor("floor_div", _ARITH, a, p2)
+        if not signed:
+            return where(b.ge(bits), zero, q)
+        sat = where(a.lt(0), a._full_like_shape((), -1, d), zero)
+        return where(b.gt(top), sat, q)
+
+    def bitwise_left_shift(self, other: Any) -> Tensor:
+        """As ``torch.bitwise_left_shift`` (``<<``)."""
+        return self._shift(other, True)
+
+    def bitwise_right_shift(self, other: Any) -> Tensor:
+        """As ``torch.bitwise_right_shift`` (``>>``; arithmetic for signed types)."""
+        return self._shift(other, False)
+
+    __and__ = __rand__ = bitwise_and
+    __or__ = __ror__ = bitwise_or
+    __xor__ = __rxor__ = bitwise_xor
+    __invert__ = bitwise_not
+    __lshift__ = bitwise_left_shift
+    __rshift__ = bitwise_right_shift
+
+    def __rlshift__(self, other: Any) -> Tensor:
+        ab = self._bitwise_operands(other, "bitwise_left_shift")
+        return NotImplemented if ab is None else ab[1]._shift(ab[0], True)
+
+    def __rrshift__(self, other: Any) -> Tensor:
+        ab = self._bitwise_operands(other, "bitwise_right_shift")
+        return NotImplemented if ab is None else ab[1]._shift(ab[0], False)
 
     # ------------------------------------------------------------------ unary math
     neg = _unary("neg", False)
@@ -600,7 +893,11 @@ class Tensor:
     reciprocal = _unary("reciprocal", True)
     relu = _unary("relu", False)
     silu = _unary("silu", True)
-    square = _unary("square", False)
+    def square(self) -> Tensor:
+        """As ``torch.square`` (a bool tensor squares as int64, as torch)."""
+        t = self.long() if self._dt is dt.bool_ else self
+        return _make(t._bk.square(t._p), t._bk, t._dt)
+
     logical_not = _predicate("logical_not")
     isnan = _predicate("isnan")
     isinf = _predicate("isinf")
@@ -617,9 +914,22 @@ class Tensor:
 
     floor = _rounding("floor")
     ceil = _rounding("ceil")
-    round = _rounding("round")
+    _round = _rounding("round")
     trunc = _rounding("trunc")
+    fix = trunc
     del _rounding
+
+    def round(self, decimals: int = 0) -> Tensor:
+        """As ``torch.round``: half to even; ``decimals`` rounds at 10**-decimals as torch does
+        (``round(x * 10**d) / 10**d``, or ``round(x / 10**-d) * 10**-d`` for negative d)."""
+        if not decimals:
+            return self._round()
+        if self._dt.category != dt.FLOAT:
+            raise DTypeError(f"round with decimals is not defined for {self._dt} tensors")
+        ten = 10.0 ** builtins.abs(int(decimals))
+        if decimals > 0:
+            return (self * ten)._round() / ten
+        return (self / ten)._round() * ten
 
     def __neg__(self) -> Tensor:
         if self._dt is dt.bool_:
@@ -670,18 +980,27 @@ class Tensor:
         return where(condition, self, other)
 
     def masked_fill(self, mask: Tensor, value: Any) -> Tensor:
+        """As ``torch.masked_fill``: ``value`` (a scalar or a 0-d tensor, converted to the
+        tensor's dtype; a tensor value gets the gradient of the filled positions) where
+        ``mask``; the result has the broadcast shape of the tensor and the mask."""
         if not isinstance(mask, Tensor) or mask._dt is not dt.bool_:
             raise DTypeError("masked_fill expects a bool mask tensor")
         _check_device(self, mask)
+        shape = S.broadcast(mask.shape, self.shape)
+        t = self if shape == self.shape else self.expand(shape)
         if isinstance(value, Tensor):
-            if value.numel() != 1:
-                raise ShapeError(f"masked_fill value must be a scalar or 1-element tensor, got shape {value.shape}")
+            if value.ndim != 0:
+                raise ShapeError(f"masked_fill only supports a 0-dimensional value tensor, but got tensor "
+                                 f"with {value.ndim} dimension(s)")
+            _check_device(self, value)
+            if value.requires_grad and self._dt.is_floating_point:
+                from .functional import where
+
+                return where(mask, value.to(self._dt), t)
             value = value.item()
         value = _pyscalar(value)
-        if S.broadcast(mask.shape, self.shape) != self.shape:
-            raise ShapeError(f"mask of shape {mask.shape} does not broadcast to the tensor's shape {self.shape}")
         # like PyTorch, the value is converted to the tensor's dtype
-        return _make(self._bk.masked_fill(self._p, mask._p, _scalar_for(self._dt, value)), self._bk, self._dt)
+        return _make(t._bk.masked_fill(t._p, mask._p, _scalar_for(t._dt, value)), t._bk, t._dt)
 
     # ------------------------------------------------------------------ in-place
     add_ = _inplace("add")
@@ -818,6 +1137,10 @@ class Tensor:
 
     def var(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
+        """As ``torch.var``, both overloads: ``var(dim, unbiased, keepdim, *, correction)`` and
+        ``var(unbiased)`` (a bool first argument is ``unbiased``, not a dim)."""
+        if isinstance(dim, bool | np.bool_):
+            dim, unbiased = None, bool(dim)
         if correction is None:
             correction = 1 if unbiased is None or unbiased else 0
         t = self if self._dt.is_floating_point else self.float()
@@ -828,6 +1151,7 @@ class Tensor:
 
     def std(self, dim: Any = None, unbiased: bool | None = None, keepdim: bool = False, *,
             correction: float | None = None) -> Tensor:
+        """As ``torch.std`` (both overloads, as ``var``)."""
         return self.var(dim, unbiased, keepdim, correction=correction).sqrt()
 
     def logsumexp(self, dim: Any, keepdim: bool = False) -> Tensor:
@@ -844,7 +1168,7 @@ class Tensor:
         t = src.to(dtype) if dtype is not None else (src if src._dt.is_floating_point else src.float())
         d = S.norm_dim(dim, self.ndim)
         if self.ndim == 0:
-            return t._full_like_shape((), 1.0, t._dt)
+            return t.reshape(1).softmax(0).reshape(())
         return _make(t._bk.softmax(t._p, d), t._bk, t._dt)
 
     def log_softmax(self, dim: int, dtype: Any = None) -> Tensor:
@@ -853,7 +1177,7 @@ class Tensor:
         t = src.to(dtype) if dtype is not None else (src if src._dt.is_floating_point else src.float())
         d = S.norm_dim(dim, self.ndim)
         if self.ndim == 0:
-            return t._full_like_shape((), 0.0, t._dt)
+            return t.reshape(1).log_softmax(0).reshape(())
         return _make(t._bk.log_softmax(t._p, d), t._bk, t._dt)
 
     def cumsum(self, dim: int, dtype: Any = None) -> Tensor:
@@ -916,6 +1240,8 @@ class Tensor:
     __matmul__ = matmul
 
     def __rmatmul__(self, other: Any) -> Tensor:
+        if isinstance(other, Tensor):  # a direct call: other @ self
+            return other.matmul(self)
         if isinstance(other, np.ndarray):
             return self._from_like(other).matmul(self)
         return NotImplemented
@@ -1052,7 +1378,16 @@ class Tensor:
         shape = self.shape
         return _make(self._bk.reshape(self._p, shape[:d] + (1,) + shape[d:]), self._bk, self._dt)
 
-    def flip(self, *dims: Any) -> Tensor:
+    def flip(self, *dims: Any, **kwargs: Any) -> Tensor:
+        """As ``torch.flip``: ``flip(dims)``, ``flip(*dims)`` or ``flip(dims=...)``."""
+        if "dims" in kwargs:
+            if dims:
+                raise TypeError("flip() got dims both positionally and as a keyword")
+            dims = (kwargs.pop("dims"),)
+        if kwargs:
+            raise TypeError(f"flip() got unexpected keyword arguments {sorted(kwargs)}")
+        if len(dims) == 1 and isinstance(dims[0], int | np.integer):
+            dims = (int(dims[0]),)
         dims = _flat(dims)
         nd = S.norm_dims(dims, self.ndim)
         if not nd:
@@ -1167,6 +1502,12 @@ class Tensor:
 
     # ------------------------------------------------------------------ misc
     def nonzero(self, as_tuple: bool = False) -> Any:
+        """As ``torch.nonzero`` (reads the values: the result's shape depends on them)."""
+        if self.ndim == 0:
+            n = int(bool(np.asarray(self.numpy())))
+            if as_tuple:
+                return (self._from_like(np.zeros(n, np.int64)),)
+            return self._from_like(np.zeros((n, 0), np.int64))
         idx = np.nonzero(np.asarray(self.numpy()))
         if as_tuple:
             return tuple(self._from_like(i.astype(np.int64)) for i in idx)
@@ -1179,14 +1520,79 @@ class Tensor:
     def equal(self, other: Tensor) -> bool:
         return self.shape == other.shape and bool(np.array_equal(self.numpy(), other.numpy()))
 
-    def norm(self, p: float = 2, dim: Any = None, keepdim: bool = False) -> Tensor:
+    def norm(self, p: Any = "fro", dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+        """As ``torch.norm``: vector p-norms (``p`` any float, ``inf``, ``-inf``, 0: the count of
+        non-zeros) over ``dim`` (every dim when None), ``'fro'`` (the 2-norm of the elements)
+        and ``'nuc'`` (the sum of the singular values of the matrices over the last two dims or
+        ``dim``'s pair: the SVD runs on the host, the result is ``sum(x * (U @ Vh))``, whose
+        gradient ``U @ Vh`` is the nuclear norm's)."""
+        t = self
+        if dtype is not None:
+            t = t.to(dtype)
+        elif not t._dt.is_floating_point:
+            raise DTypeError(f"norm needs a floating point input, got {t._dt}; pass dtype=")
+        if p is None:
+            p = "fro"
+        if p == "nuc":
+            return t._nuclear_norm(dim, keepdim)
+        if p == "fro":
+            if dim is not None and not isinstance(dim, int | np.integer) and len(tuple(dim)) > 2:
+                raise ShapeError(f"the Frobenius norm takes at most 2 dims, got {dim}")
+            p = 2
+        p = builtins.float(p)
+        a = t.abs()
         if p == 2:
-            return (self * self).sum(dim, keepdim).sqrt()
+            return (t * t).sum(dim, keepdim).sqrt()
         if p == 1:
-            return self.abs().sum(dim, keepdim)
+            return a.sum(dim, keepdim)
         if p == math.inf:
-            return self.abs().amax(dim, keepdim)
-        return (self.abs() ** p).sum(dim, keepdim) ** (1.0 / p)
+            return a.amax(dim, keepdim) if a.numel() else a.sum(dim, keepdim)
+        if p == -math.inf:
+            return a.amin(dim, keepdim)
+        if p == 0:
+            # the count of non-zeros, kept in the graph with a zero gradient (as torch)
+            zero = t.masked_fill(t._full_like_shape((), True, dt.bool_), 0.0)
+            return (t.ne(0).to(t._dt) + zero).sum(dim, keepdim)
+        return (a ** p).sum(dim, keepdim) ** (1.0 / p)
+
+    def _nuclear_norm(self, dim: Any, keepdim: bool) -> Tensor:
+        if dim is None:
+            if self.ndim != 2:
+                raise ShapeError(f"the nuclear norm of a {self.ndim}-D tensor needs dim= (two dims)")
+            dim = (0, 1)
+        dims = tuple(S.norm_dim(d, self.ndim) for d in dim)
+        if len(dims) != 2 or dims[0] == dims[1]:
+            raise ShapeError(f"the nuclear norm needs two distinct dims, got {dim}")
+        rest = [i for i in range(self.ndim) if i not in dims]
+        x = self.permute(rest + list(dims))
+        a = np.asarray(x.detach().numpy(), dtype=np.float64)
+        if a.size:
+            u, _, vh = np.linalg.svd(a, full_matrices=False)
+            uv = (u @ vh).astype(x._dt.np if x._dt is not dt.bfloat16 else np.float32)
+        else:
+            uv = np.zeros(a.shape, np.float32)
+        w = x._from_like(uv).to(x._dt)
+        out = (x * w).sum((-2, -1))
+        if keepdim:
+            for d in sorted(dims):
+                out = out.unsqueeze(d)
+        return out
+
+
+def _unpickle(array: np.ndarray, dtype_name: str, spec: tuple[Any, ...], requires_grad: bool) -> Tensor:
+    """Rebuild a pickled tensor (``Tensor.__reduce__``)."""
+    from .backends import dispatch
+    from .creation import get_default_device
+
+    d = dt.as_dtype(dtype_name)
+    if d is dt.bfloat16:
+        array = array.view(d.np)
+    dev = Device(spec)
+    if not dispatch.available(dev):
+        dev = get_default_device()
+    bk = dev.backend()
+    t = _make(bk.from_data(np.ascontiguousarray(array, dtype=d.np), d), bk, d)
+    return t.requires_grad_() if requires_grad and bk.name.startswith("dispatch<autodiff") else t
 
 
 def _flat(args: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -46,11 +46,14 @@ PREDICATE_OPS = ("logical_not", "isnan", "isinf", "isfinite")
 # Binary ops: operands share a dtype; shapes broadcast; result has that dtype.
 ARITH_OPS = ("add", "sub", "mul", "div", "floor_div", "remainder", "pow", "maximum", "minimum",
              "atan2")
+# Bitwise binary ops: integer operands of one dtype (the Tensor API sends bools to the
+# logical ops and refuses floats); result has that dtype.
+BITWISE_OPS = ("bitwise_and", "bitwise_or", "bitwise_xor")
 # Comparisons: operands share a dtype; result is bool.
 COMPARE_OPS = ("eq", "ne", "lt", "le", "gt", "ge")
 # Logical binary ops: bool operands, bool result.
 LOGICAL_OPS = ("logical_and", "logical_or", "logical_xor")
-BINARY_OPS = ARITH_OPS + COMPARE_OPS + LOGICAL_OPS
+BINARY_OPS = ARITH_OPS + BITWISE_OPS + COMPARE_OPS + LOGICAL_OPS
 
 # ``<op>_scalar(p, s)`` computes ``op(p, s)`` and ``r<op>_scalar(p, s)`` computes ``op(s, p)``
 # for a Python scalar ``s`` already representable in p's dtype.
@@ -316,7 +319,11 @@ class Backend:
         return out
 
     def log_softmax(self, p: Any, dim: int) -> Any:
-        return self.sub(p, self.logsumexp(p, (dim,), True))
+        """x - (log(sum(exp(x - m))) + m) with m the raw max (PyTorch: an infinite max gives a
+        nan row; logsumexp alone shifts by 0 there)."""
+        m = self.detach(self.max(p, (dim,), True))
+        s = self.add(self.log(self.sum(self.exp(self.sub(p, m)), (dim,), True)), m)
+        return self.sub(p, s)
 
     def softmax(self, p: Any, dim: int) -> Any:
         m = self.detach(self.max(p, (dim,), True))

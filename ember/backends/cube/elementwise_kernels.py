@@ -44,6 +44,7 @@ UNARY_EXPRS = (
 #: ops computed by ``binary_expr``
 BINARY_EXPRS = (
     "add", "sub", "mul", "div", "floor_div", "remainder", "pow", "maximum", "minimum", "atan2",
+    "bitwise_and", "bitwise_or", "bitwise_xor",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
 )
 
@@ -102,6 +103,9 @@ def unary_expr(x, s0, s1, op: Comptime[str]):
     if op == "sign":
         if k == "bool":
             return x
+        if k == "float":  # PyTorch: (x > 0) - (x < 0), so sign(nan) = sign(-0.0) = 0
+            e = elem_of(x)
+            return cube.select(x > 0.0, e(1), cube.select(x < 0.0, e(-1), e(0)))
         return cube.sign(x)
     if op == "relu":
         if k == "bool" or k == "uint":
@@ -218,6 +222,12 @@ def binary_expr(a, b, op: Comptime[str]):
         return cube.min(a, b)
     if op == "atan2":
         return cube.atan2(a, b)
+    if op == "bitwise_and":  # integers only (the Tensor API sends bools to the logical ops)
+        return a & b
+    if op == "bitwise_or":
+        return a | b
+    if op == "bitwise_xor":
+        return a ^ b
     if op == "eq":
         return a == b
     if op == "ne":

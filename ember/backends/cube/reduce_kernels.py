@@ -318,7 +318,7 @@ def softmax_rows(
     ``softmax``: out[o, k, i] = exp(x - max) / sum exp(x - max);
     ``logsumexp``: out[o, i] = log(sum exp(x - m)) + m, with m = max, or 0 where the max is
     infinite (so an all -inf row gives -inf, not NaN, as in Flex);
-    ``log_softmax``: out[o, k, i] = x - logsumexp."""
+    ``log_softmax``: out[o, k, i] = x - (log(sum exp(x - max)) + max), with the raw max."""
     if unit_rows:  # short rows: one unit per row, no cooperation
         c = ABSOLUTE_POS
         u = u32(0)
@@ -353,9 +353,10 @@ def softmax_rows(
             sm[0] = mx
         sync_cube()
         mx = sm[0]
-    if mode != "softmax":
-        # Flex's logsumexp (and log_softmax = x - logsumexp) shifts by 0 where the max is
-        # infinite, so an all -inf row gives -inf (not NaN) and +inf entries give inf
+    if mode == "logsumexp":
+        # Flex's logsumexp shifts by 0 where the max is infinite, so an all -inf row gives
+        # -inf (not NaN) and +inf entries give inf; log_softmax keeps the raw max (PyTorch:
+        # an infinite max makes the row nan)
         if mx == F(float("inf")) or mx == F(-float("inf")):
             mx = F(0)
     s = F(0)
@@ -418,9 +419,9 @@ def softmax_staged(
         sm[0] = mx
     sync_cube()
     mx = sm[0]
-    if mode != "softmax":
+    if mode == "logsumexp":
         if mx == F(float("inf")) or mx == F(-float("inf")):
-            mx = F(0)  # as softmax_rows: Flex shifts by 0 where the max is infinite
+            mx = F(0)  # as softmax_rows: Flex's logsumexp shifts by 0 where the max is infinite
     s = line(F(0), w)
     j = u
     while j < row_lines:

@@ -66,6 +66,43 @@ def _reciprocal(x: np.ndarray) -> np.ndarray:
         return np.divide(x.dtype.type(1), x)
 
 
+def _sign(x: np.ndarray) -> np.ndarray:
+    """PyTorch's sign: (x > 0) - (x < 0), so sign(nan) = sign(-0.0) = 0; bools are their own."""
+    if x.dtype == np.bool_:
+        return x
+    if x.dtype.kind == "u":
+        return (x > 0).astype(x.dtype)
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+
+
+def _int_negative_power(r: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """PyTorch's integer power where the exponent is negative: 1 for a base of 1, +-1 for -1
+    (by the exponent's parity), 0 otherwise; ``r`` holds the non-negative exponents' powers."""
+    neg = b < 0
+    if not np.any(neg):
+        return r
+    odd = (b & 1) == 1
+    one = np.ones_like(r)
+    special = np.where(a == 1, one, np.where(a == -1, np.where(odd, -one, one), np.zeros_like(r)))
+    return np.where(neg, special, r)
+
+
+def _power(a: Any, b: Any) -> np.ndarray:
+    """numpy's power, except integer powers with negative exponents (numpy raises): PyTorch's
+    answer, as the Cube kernels give it."""
+    t = getattr(a, "dtype", None)
+    if t is None:
+        t = b.dtype
+    if t.kind == "i":
+        aa = np.asarray(a, dtype=t)
+        bb = np.asarray(b, dtype=t)
+        if np.any(bb < 0):
+            r = np.power(aa, np.maximum(bb, 0))
+            return _int_negative_power(r, np.broadcast_to(aa, r.shape), np.broadcast_to(bb, r.shape))
+    with np.errstate(all="ignore"):
+        return np.power(a, b)
+
+
 def _float_reduce(f: Any) -> Any:
     def op(p: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
         if p.dtype in _HALF:
@@ -149,7 +186,7 @@ class FlexBackend(Backend):
     # ------------------------------------------------------------------ elementwise
     neg = staticmethod(np.negative)
     abs = staticmethod(np.absolute)
-    sign = staticmethod(np.sign)
+    sign = staticmethod(_sign)
     exp = staticmethod(_quiet(np.exp))
     log = staticmethod(_quiet(np.log))
     log1p = staticmethod(_quiet(np.log1p))
@@ -180,7 +217,7 @@ class FlexBackend(Backend):
     div = staticmethod(_quiet(np.divide))
     floor_div = staticmethod(_quiet(np.floor_divide))
     remainder = staticmethod(_quiet(np.remainder))
-    pow = staticmethod(_quiet(np.power))
+    pow = staticmethod(_power)
     # bfloat16 comparisons warn on NaN (ml_dtypes); NaN propagation is the answer here
     maximum = staticmethod(_quiet(np.maximum))
     minimum = staticmethod(_quiet(np.minimum))
@@ -191,6 +228,9 @@ class FlexBackend(Backend):
     le = staticmethod(np.less_equal)
     gt = staticmethod(np.greater)
     ge = staticmethod(np.greater_equal)
+    bitwise_and = staticmethod(np.bitwise_and)
+    bitwise_or = staticmethod(np.bitwise_or)
+    bitwise_xor = staticmethod(np.bitwise_xor)
     logical_and = staticmethod(np.logical_and)
     logical_or = staticmethod(np.logical_or)
     logical_xor = staticmethod(np.logical_xor)
@@ -203,7 +243,7 @@ class FlexBackend(Backend):
     div_scalar = staticmethod(_quiet(np.divide))
     floor_div_scalar = staticmethod(_quiet(np.floor_divide))
     remainder_scalar = staticmethod(_quiet(np.remainder))
-    pow_scalar = staticmethod(_quiet(np.power))
+    pow_scalar = staticmethod(_power)
     maximum_scalar = staticmethod(np.maximum)
     minimum_scalar = staticmethod(np.minimum)
     eq_scalar = staticmethod(np.equal)
@@ -216,7 +256,7 @@ class FlexBackend(Backend):
     rdiv_scalar = staticmethod(_swap(_quiet(np.divide)))
     rfloor_div_scalar = staticmethod(_swap(_quiet(np.floor_divide)))
     rremainder_scalar = staticmethod(_swap(_quiet(np.remainder)))
-    rpow_scalar = staticmethod(_swap(_quiet(np.power)))
+    rpow_scalar = staticmethod(_swap(_power))
 
     def cast(self, p: np.ndarray, dtype: dt.DType) -> np.ndarray:
         with np.errstate(all="ignore"):
@@ -260,6 +300,10 @@ class FlexBackend(Backend):
 
     def logsumexp(self, p: np.ndarray, dims: tuple[int, ...], keepdim: bool) -> np.ndarray:
         x = p.astype(_F32) if p.dtype in _HALF else p
+        if x.size == 0:  # an empty slice sums to 0: log 0 = -inf (numpy's max has no identity)
+            with np.errstate(all="ignore"):
+                out = np.log(np.sum(np.exp(x), axis=dims, keepdims=keepdim))
+            return out.astype(p.dtype, copy=False)
         with np.errstate(all="ignore"):
             m = np.max(x, axis=dims, keepdims=True)
             m = np.where(np.isinf(m), x.dtype.type(0), m)
@@ -269,10 +313,19 @@ class FlexBackend(Backend):
         return out.astype(p.dtype, copy=False)
 
     def log_softmax(self, p: np.ndarray, dim: int) -> np.ndarray:
-        with np.errstate(all="ignore"):  # inf - inf = nan is the answer for an all-inf row
-            return np.subtract(p, self.logsumexp(p, (dim,), True))
+        # PyTorch's (x - max) - log(sum(exp(x - max))) with the raw max: an infinite max makes
+        # the whole row nan ([inf, 1] -> [nan, nan]), as torch
+        if p.size == 0:
+            return p
+        x = p.astype(_F32) if p.dtype in _HALF else p
+        with np.errstate(all="ignore"):
+            m = np.max(x, axis=dim, keepdims=True)
+            lse = np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True)) + m
+            return np.subtract(p, lse.astype(p.dtype, copy=False))
 
     def softmax(self, p: np.ndarray, dim: int) -> np.ndarray:
+        if p.size == 0:
+            return p
         x = p.astype(_F32) if p.dtype in _HALF else p
         with np.errstate(all="ignore"):
             e = np.exp(x - np.max(x, axis=dim, keepdims=True))

@@ -14,6 +14,7 @@ from ... import dtype as dt
 from ..base import (
     ARG_REDUCE_OPS,
     ARITH_OPS,
+    BITWISE_OPS,
     COMPARE_OPS,
     LOGICAL_OPS,
     PREDICATE_OPS,
@@ -101,7 +102,7 @@ def _index(p: Any, indices: tuple[Any, ...]) -> Out:
 RULES: dict[str, Any] = {
     **{op: _same for op in UNARY_OPS},
     **{op: _pred for op in PREDICATE_OPS},
-    **{op: _arith for op in ARITH_OPS},
+    **{op: _arith for op in ARITH_OPS + BITWISE_OPS},
     **{op: _compare for op in COMPARE_OPS + LOGICAL_OPS},
     **{f"{op}_scalar": _same for op in SCALAR_OPS if op not in COMPARE_OPS},
     **{f"{op}_scalar": _compare_scalar for op in COMPARE_OPS},

@@ -24,6 +24,7 @@ from typing import Any
 from ... import base
 from ...base import (
     ARITH_OPS,
+    BITWISE_OPS,
     COMPARE_OPS,
     LOGICAL_OPS,
     PREDICATE_OPS,
@@ -44,7 +45,7 @@ MAX_INPUTS = 16
 # op name -> (instruction kind, kernel op name)
 _KINDS: dict[str, tuple[str, str]] = {
     **{op: ("unary", op) for op in UNARY_OPS + PREDICATE_OPS},
-    **{op: ("binary", op) for op in ARITH_OPS + COMPARE_OPS + LOGICAL_OPS},
+    **{op: ("binary", op) for op in ARITH_OPS + BITWISE_OPS + COMPARE_OPS + LOGICAL_OPS},
     **{f"{op}_scalar": ("scalar", op) for op in SCALAR_OPS},
     **{f"r{op}_scalar": ("rscalar", op) for op in REVERSED_SCALAR_OPS},
     "cast": ("cast", "cast"),

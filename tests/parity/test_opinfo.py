@@ -1,0 +1,65 @@
+"""PyTorch's OpInfo samples through ember (a bounded run for CI; ``python -m tests.parity.report``
+runs every sample and writes the counts).
+
+For each mapped OpInfo entry, the first ``SAMPLES`` float32 samples run on Flex and on the
+Cube CPU device, both with autodiff, forward and gradients (``opinfo_map``). A wrong result
+fails the test unless ``KNOWN_WRONG`` lists the entry with its reason; samples that raise are
+counted (printed) but do not fail: they are the report's business.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("expecttest")  # torch.testing._internal imports it
+
+from devices import device_cases  # noqa: E402
+
+from parity.opinfo_map import load_op_db, run_entry  # noqa: E402
+
+#: samples per entry in CI (the report runs them all): 3 on Flex; 1 on the Cube CPU device,
+#: whose first run compiles a kernel for every new op sequence (minutes for 3 samples)
+SAMPLES = {"flex": 3, "cpu": 1}
+if os.environ.get("EMBER_OPINFO_SAMPLES"):
+    SAMPLES = dict.fromkeys(SAMPLES, int(os.environ["EMBER_OPINFO_SAMPLES"]))
+
+#: entries whose wrong results are known, with the reason (each is a documented difference or
+#: an open bug); the test fails on any other wrong result
+KNOWN_WRONG: dict[str, str] = {}
+
+_DEVICES = {"flex.autodiff": "flex", "cpu.autodiff": "cpu"}
+
+
+@pytest.fixture(scope="module")
+def op_db():
+    return load_op_db()
+
+
+def _device_params() -> list:
+    out = []
+    for c in device_cases():
+        if c.name in _DEVICES:
+            marks = [pytest.mark.skip(reason=c.unavailable)] if c.unavailable else []
+            out.append(pytest.param(c.device, _DEVICES[c.name], id=_DEVICES[c.name], marks=marks))
+    return out
+
+
+@pytest.mark.parametrize(("dev", "name"), _device_params())
+def test_opinfo_samples(op_db, dev, name):
+    results = [run_entry(op, dev, SAMPLES[name]) for op in op_db]
+    mapped = [r for r in results if r.mapped]
+    counts: dict[str, dict[str, int]] = {"forward": {}, "grad": {}}
+    wrong = []
+    for r in mapped:
+        for part in ("forward", "grad"):
+            for k, v in getattr(r, part).items():
+                counts[part][k] = counts[part].get(k, 0) + v
+        bad = [f for f in r.failures if ": wrong: " in f]
+        if bad and r.entry not in KNOWN_WRONG and r.entry.split(".")[0] not in KNOWN_WRONG:
+            wrong.append(f"{r.entry}: {bad[0]}")
+    print(f"\n{dev}: {len(mapped)} entries mapped; forward {counts['forward']}; grad {counts['grad']}")
+    assert len(mapped) >= 250, f"only {len(mapped)} OpInfo entries map to ember"
+    assert not wrong, "wrong results:\n" + "\n".join(wrong)
