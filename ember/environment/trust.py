@@ -55,8 +55,11 @@ def key_path() -> Path:
     env = os.environ.get(KEY_ENV)
     if env:
         return Path(env).expanduser().absolute()
-    import platformdirs
-
+    try:
+        import platformdirs
+    except ImportError:  # a declared dependency, but an environment may lack it: XDG's default
+        base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+        return base.absolute() / "ember" / "cache.key"
     return Path(platformdirs.user_config_dir("ember", appauthor=False)) / "cache.key"
 
 

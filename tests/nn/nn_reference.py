@@ -18,6 +18,17 @@ TORCH_DT = {ember.float32: torch.float32, ember.float64: torch.float64, ember.fl
             ember.bfloat16: torch.bfloat16}
 
 
+#: ember prints torch 2.13's module reprs; older torch printed fewer arguments (LayerNorm
+#: without ``bias=``), so with an older torch installed the reprs are compared without them
+_OLD_TORCH = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 13)
+
+
+def same_repr(ember_module: Any, torch_module: Any) -> bool:
+    """Whether an ember module prints as the installed torch prints its twin."""
+    e, t = repr(ember_module), repr(torch_module)
+    return e == t or (_OLD_TORCH and e.replace(", bias=True", "") == t)
+
+
 def np_of(t: Any) -> np.ndarray:
     """float64 numpy values of an ember or torch tensor."""
     if isinstance(t, torch.Tensor):

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as tnn
 import torch.nn.functional as TF
-from nn_reference import assert_close, copy_weights, ember_input, is_reduced, is_slow, perturb, torch_input
+from nn_reference import assert_close, copy_weights, ember_input, is_reduced, is_slow, perturb, same_repr, torch_input
 
 import ember
 import ember.nn as enn
@@ -285,7 +285,8 @@ def test_activation_reprs_equal_torch():
               lambda nn: nn.Embedding(5, 2, padding_idx=1), lambda nn: nn.Embedding(5, 2, max_norm=1.0),
               lambda nn: nn.EmbeddingBag(5, 2, mode="sum"), lambda nn: nn.InstanceNorm1d(3)]
     for ctor in ctors:
-        assert repr(ctor(enn)) == repr(ctor(tnn))
+        e, t = ctor(enn), ctor(tnn)
+        assert same_repr(e, t), (repr(e), repr(t))
 
 
 # --------------------------------------------------------------------------- dropout
