@@ -6,6 +6,8 @@ Each class also derives from the builtin a Python user would catch (``ValueError
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class EmberError(Exception):
     """Base of every ember error."""
@@ -71,7 +73,58 @@ class IntegerPowerError(EmberError, ValueError, RuntimeError):
 
 
 class OutOfMemoryError(EmberError, MemoryError):
-    """A device allocation failed even after cached blocks were released."""
+    """A device allocation failed even after cached blocks were released (as
+    ``torch.OutOfMemoryError``). ``requested``: the bytes asked for (the size class's capacity);
+    ``allocated``: the bytes the pool held for live tensors at the failure; ``released``: the
+    cached bytes given back before the retry (None where the raiser does not know). The device
+    stays usable: nothing that was allocated before is lost."""
+
+    def __init__(self, message: str, requested: int | None = None, allocated: int | None = None,
+                 released: int | None = None, device: str = "") -> None:
+        self.requested, self.allocated, self.released, self.device = requested, allocated, released, device
+        super().__init__(message)
+
+
+class DeviceFaultError(EmberError, RuntimeError):
+    """A kernel faulted on the device (an illegal address, a trap, a device-side assert): a
+    *sticky* error that leaves the device's context unusable until the process restarts
+    (docs/gpu_faults.md). Launches are asynchronous, so the fault is reported by a later call
+    (a sync or a read) and lies in one of the kernels launched since the last sync that
+    succeeded: ``kernel`` is the last of them, ``recent`` the last few, oldest first, and
+    ``since`` how many there were (None: not known). Every later call on the device raises this
+    error again, at once.
+
+    ``device``: e.g. ``cuda:0``; ``code``/``name``: the driver's error (700,
+    ``CUDA_ERROR_ILLEGAL_ADDRESS``); ``call``: the call that reported it first."""
+
+    def __init__(self, device: str, code: int, name: str, call: str, recent: list[str] | tuple[str, ...],
+                 since: int | None = None, detail: str = "") -> None:
+        self.device, self.code, self.name, self.call, self.detail = device, code, name, call, detail
+        self.since = since
+        self.recent = tuple(recent)
+        self.kernel = self.recent[-1] if self.recent else None
+        earlier = ", ".join(reversed(self.recent[:-1]))  # newest first
+        if self.kernel is None:
+            where = "(no kernel was launched since the last sync: an earlier fault, or another library's work)"
+        elif since is None:
+            where = f"in kernel {self.kernel}" + (f" (or one of the last launches: {earlier})" if earlier else "")
+        elif since <= 1:
+            where = f"in kernel {self.kernel} (the only kernel launched since the last sync)"
+        elif since <= len(self.recent):
+            where = (f"in kernel {self.kernel} (or one of the {since - 1} launched before it since the last sync, "
+                     f"newest first: {earlier})")
+        else:
+            where = (f"in kernel {self.kernel} (or one of the {since - 1} launched before it since the last sync; "
+                     f"the last of them, newest first: {earlier})")
+        text = f"{device}: {name} {where}; reported by {call}"
+        if detail:
+            text += f" [{detail}]"
+        text += (". The device's context is lost (a sticky error): every later call on this device raises this "
+                 "error; restart the process to use the device again.")
+        super().__init__(text)
+
+    def __reduce__(self) -> Any:  # picklable with its fields (worker processes pass errors on)
+        return (type(self), (self.device, self.code, self.name, self.call, self.recent, self.since, self.detail))
 
 
 class KernelBoundsError(EmberError, IndexError):

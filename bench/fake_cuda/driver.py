@@ -21,6 +21,18 @@ path is real -- the Tensor API, dispatch, fusion, replays and the CUDA client's 
 Honesty: a driver function the fake does not implement raises ``FakeDriverGap`` naming it
 (and is recorded in ``FakeDriver.gaps``, in case ember's code swallows the error), rather than
 returning something plausible but wrong.
+
+Faults, for tests of ember's error paths (``tests/unit/test_fake_cuda_faults.py``):
+
+* ``memory_limit`` (bytes; default the H200's 141 GB): a ``cuMemAlloc`` that would take the
+  device's live allocations past it returns ``CUDA_ERROR_OUT_OF_MEMORY``, as a full device does
+  (freeing blocks makes room again); ``fail_allocs(n)`` makes the next ``n`` allocations fail
+  whatever the room.
+* ``inject_fault(700)``: the next ``cuStreamSynchronize`` (a sync, or the wait of a read)
+  returns the code, as the real driver reports a kernel's illegal address at the next call that
+  waits for it; a sticky code then sticks: every later call on the context -- launches, copies,
+  syncs, allocations, frees, module loads, events -- returns it (``sticky``), as on a context the
+  real driver has lost.
 """
 
 from __future__ import annotations
@@ -76,6 +88,9 @@ ATTRIBUTES = {
 
 _SOURCE = Path(__file__).with_name("fake_libcuda.c")
 _COUNTERS = ("fake_launches", "fake_htod", "fake_dtoh", "fake_syncs", "fake_htod_bytes", "fake_dtoh_bytes")
+#: the driver's sticky errors (the context is lost after one): ECC, illegal address, launch
+#: timeout, assert, hardware stack, illegal instruction, misaligned, address space, PC, launch failed
+STICKY = frozenset({214, 700, 702, 710, 714, 715, 716, 717, 718, 719})
 
 
 class FakeDriverGap(NotImplementedError):
@@ -116,6 +131,10 @@ class FakeDriver:
         self._ok = real.CUresult.CUDA_SUCCESS
         self._counters = {n: ctypes.c_uint64.in_dll(lib, n) for n in _COUNTERS}
         self._ring = (ctypes.c_uint64 * ctypes.c_uint64.in_dll(lib, "fake_ring_size").value).in_dll(lib, "fake_ring")
+        self._faults = {n: ctypes.c_int.in_dll(lib, n) for n in ("fake_pending", "fake_pending_sticky", "fake_sticky")}
+        #: the device's capacity for allocations (``cuMemAlloc`` past it: out of memory)
+        self.memory_limit = TOTAL_MEMORY
+        self._fail_allocs = 0
         #: "device" and pinned host allocations: address -> the numpy block that holds it
         self._device: dict[int, np.ndarray] = {}
         self._host: dict[int, np.ndarray] = {}
@@ -168,6 +187,35 @@ class FakeDriver:
         size = len(self._ring)
         n = min(n, total, size)
         return [self.functions.get(self._ring[i % size], hex(self._ring[i % size])) for i in range(total - n, total)]
+
+    # -------------------------------------------------------------- fault injection
+    def inject_fault(self, code: int = 700, sticky: bool | None = None) -> None:
+        """The next ``cuStreamSynchronize`` returns ``code`` (as a kernel's fault is reported
+        at the next wait); when ``sticky`` (default: for the driver's sticky codes) every call
+        after it returns ``code`` too."""
+        sticky = int(code) in STICKY if sticky is None else sticky
+        self._faults["fake_pending_sticky"].value = int(sticky)
+        self._faults["fake_pending"].value = int(code)
+
+    @property
+    def sticky(self) -> int:
+        """The sticky error the context holds (0: none)."""
+        return self._faults["fake_sticky"].value
+
+    def fail_allocs(self, n: int = 1) -> None:
+        """The next ``n`` ``cuMemAlloc`` calls return ``CUDA_ERROR_OUT_OF_MEMORY``."""
+        self._fail_allocs = int(n)
+
+    @property
+    def device_bytes(self) -> int:
+        """Bytes of the device's live allocations."""
+        return self._device_bytes
+
+    def _lost(self) -> tuple[Any] | None:
+        """``(the sticky code,)`` once the context is lost, else None (the calls on a context
+        return it first)."""
+        code = self._faults["fake_sticky"].value
+        return (self._real.CUresult(code),) if code else None
 
     # -------------------------------------------------------------- errors
     def cuGetErrorName(self, err: Any) -> tuple[Any, bytes]:
@@ -241,6 +289,8 @@ class FakeDriver:
         return (self._ok,)
 
     def cuStreamCreate(self, flags: Any) -> tuple[Any, Any]:
+        if (lost := self._lost()) is not None:
+            return (*lost, None)
         return (self._ok, self._handle(self._real.CUstream))
 
     def cuStreamSynchronize(self, stream: Any) -> tuple[Any]:
@@ -256,11 +306,16 @@ class FakeDriver:
 
     def cuMemAlloc(self, nbytes: int) -> tuple[Any, Any]:
         self._count("cuMemAlloc")
+        if (lost := self._lost()) is not None:
+            return (*lost, self._real.CUdeviceptr(0))
         n = int(nbytes)
         if n == 0:
             return (self._err("CUDA_ERROR_INVALID_VALUE"), self._real.CUdeviceptr(0))
         with self._lock:
-            if self._device_bytes + n > TOTAL_MEMORY:
+            if self._fail_allocs > 0:
+                self._fail_allocs -= 1
+                return (self._err("CUDA_ERROR_OUT_OF_MEMORY"), self._real.CUdeviceptr(0))
+            if self._device_bytes + n > min(self.memory_limit, TOTAL_MEMORY):
                 return (self._err("CUDA_ERROR_OUT_OF_MEMORY"), self._real.CUdeviceptr(0))
             try:
                 addr, mem = self._block(n)
@@ -272,6 +327,8 @@ class FakeDriver:
 
     def cuMemFree(self, dptr: Any) -> tuple[Any]:
         self._count("cuMemFree")
+        if (lost := self._lost()) is not None:  # the block is lost with the context
+            return lost
         with self._lock:
             mem = self._device.pop(int(dptr), None)
             if mem is None:
@@ -281,6 +338,8 @@ class FakeDriver:
 
     def cuMemAllocHost(self, nbytes: int) -> tuple[Any, int]:
         self._count("cuMemAllocHost")
+        if (lost := self._lost()) is not None:
+            return (*lost, 0)
         addr, mem = self._block(int(nbytes))
         with self._lock:
             self._host[addr] = mem
@@ -310,6 +369,8 @@ class FakeDriver:
     # -------------------------------------------------------------- modules and launches
     def cuModuleLoadData(self, image: Any) -> tuple[Any, Any]:
         self._count("cuModuleLoadData")
+        if (lost := self._lost()) is not None:
+            return (*lost, None)
         data = bytes(image)
         if not data.startswith(b"\x7fELF"):  # ember loads cubins only, never PTX
             return (self._err("CUDA_ERROR_INVALID_IMAGE"), None)
@@ -320,6 +381,8 @@ class FakeDriver:
 
     def cuModuleGetFunction(self, module: Any, name: bytes) -> tuple[Any, Any]:
         self._count("cuModuleGetFunction")
+        if (lost := self._lost()) is not None:
+            return (*lost, None)
         image = self._modules.get(int(module))
         if image is None:
             return (self._err("CUDA_ERROR_INVALID_HANDLE"), None)
@@ -330,6 +393,8 @@ class FakeDriver:
         return (self._ok, fn)
 
     def cuFuncSetAttribute(self, fn: Any, attrib: Any, value: int) -> tuple[Any]:
+        if (lost := self._lost()) is not None:
+            return lost
         if int(fn) not in self.functions:
             return (self._err("CUDA_ERROR_INVALID_HANDLE"),)
         return (self._ok,)
@@ -352,11 +417,15 @@ class FakeDriver:
         return self._counters["fake_launches"].value
 
     def cuEventCreate(self, flags: Any) -> tuple[Any, Any]:
+        if (lost := self._lost()) is not None:
+            return (*lost, None)
         ev = self._handle(self._real.CUevent)
         self._events[int(ev)] = None
         return (self._ok, ev)
 
     def cuEventRecord(self, ev: Any, stream: Any) -> tuple[Any]:
+        if (lost := self._lost()) is not None:
+            return lost
         if int(ev) not in self._events:
             return (self._err("CUDA_ERROR_INVALID_HANDLE"),)
         self._events[int(ev)] = self._launches()
@@ -364,9 +433,13 @@ class FakeDriver:
 
     def cuEventSynchronize(self, ev: Any) -> tuple[Any]:
         self._count("cuEventSynchronize")
+        if (lost := self._lost()) is not None:
+            return lost
         return (self._ok,) if int(ev) in self._events else (self._err("CUDA_ERROR_INVALID_HANDLE"),)
 
     def cuEventElapsedTime(self, start: Any, end: Any) -> tuple[Any, float]:
+        if (lost := self._lost()) is not None:
+            return (*lost, 0.0)
         t0, t1 = self._events.get(int(start)), self._events.get(int(end))
         if t0 is None or t1 is None:  # unknown or never recorded
             return (self._err("CUDA_ERROR_INVALID_HANDLE"), 0.0)

@@ -10,6 +10,11 @@
  * CUdeviceptr an unsigned long long, CUfunction / CUstream opaque pointers. The header is not
  * included so that the fake builds where no toolkit is installed.
  *
+ * Fault injection (driver.py's FakeDriver.inject_fault): fake_pending armed with a CUresult makes
+ * the next cuStreamSynchronize report it, as the real driver reports a kernel's fault at the next
+ * call that waits for the kernel; a sticky code (700 and the like) then becomes fake_sticky, which
+ * every later call returns, as on a context the real driver has lost.
+ *
  * Built at run time by driver.py (gcc -O2 -shared -fPIC); nothing is committed but this source.
  */
 #include <stddef.h>
@@ -39,13 +44,23 @@ unsigned long long fake_dtoh_bytes = 0;
 unsigned long long fake_ring[FAKE_RING];
 unsigned long long fake_ring_size = FAKE_RING;
 
+/* Fault state, written from Python (ctypes.c_int.in_dll). fake_pending: the code the next
+ * cuStreamSynchronize returns (0: none); fake_pending_sticky: whether that code then sticks.
+ * fake_sticky: nonzero once the context is "lost": every call returns it. */
+int fake_pending = 0;
+int fake_pending_sticky = 0;
+int fake_sticky = 0;
+
 #define BUMP(counter, n) __atomic_fetch_add(&(counter), (n), __ATOMIC_RELAXED)
+#define STICKY() __atomic_load_n(&fake_sticky, __ATOMIC_RELAXED)
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ,
                         unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ,
                         unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra) {
     (void)sharedMemBytes;
     (void)hStream;
+    if (STICKY())
+        return STICKY();
     if (f == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
     if (!gridDimX || !gridDimY || !gridDimZ || !blockDimX || !blockDimY || !blockDimZ)
@@ -59,6 +74,8 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDi
 
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream) {
     (void)hStream;
+    if (STICKY())
+        return STICKY();
     if (ByteCount && (!dstDevice || !srcHost))
         return CUDA_ERROR_INVALID_VALUE;
     if (ByteCount)
@@ -70,6 +87,8 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dstDevice, const void *srcHost, size_t
 
 CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream) {
     (void)hStream;
+    if (STICKY())
+        return STICKY();
     if (ByteCount && (!dstHost || !srcDevice))
         return CUDA_ERROR_INVALID_VALUE;
     if (ByteCount)
@@ -82,5 +101,10 @@ CUresult cuMemcpyDtoHAsync_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteC
 CUresult cuStreamSynchronize(CUstream hStream) {
     (void)hStream;
     BUMP(fake_syncs, 1);
-    return CUDA_SUCCESS;
+    if (STICKY())
+        return STICKY();
+    int pending = __atomic_exchange_n(&fake_pending, 0, __ATOMIC_RELAXED);
+    if (pending && fake_pending_sticky)
+        __atomic_store_n(&fake_sticky, pending, __ATOMIC_RELAXED);
+    return pending;
 }

@@ -55,6 +55,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import tracing
+from ..errors import DeviceFaultError
 from . import keys
 
 __all__ = [
@@ -480,6 +481,8 @@ def _tune(
                     if lg:
                         lg.warning("%s %s: candidate %s fails the checks: %s", tset.name, key_text, t.name, e)
                     continue
+                except DeviceFaultError:  # the device is lost (docs/gpu_faults.md): no candidate can run
+                    raise
                 except Exception as e:  # a candidate that cannot compile or run is skipped, not fatal
                     r.error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:300]
                     if lg:

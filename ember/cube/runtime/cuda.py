@@ -19,6 +19,7 @@ import ctypes
 import os
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ... import tracing
-from ...errors import CompilationError, DeviceUnavailableError, EmberError
+from ...errors import CompilationError, DeviceFaultError, DeviceUnavailableError, EmberError
 from ..compiler.base import CompiledSource
 from ..compiler.cuda import CudaCompiler
 from ..kernel_id import KernelId
@@ -38,11 +39,28 @@ from .cuda_nvrtc import nvrtc
 from .preparing import Preparing
 from .service import InlineChannel
 
-__all__ = ["CudaClient", "CudaServer", "CudaError", "create_client", "devices"]
+__all__ = ["CudaClient", "CudaServer", "CudaError", "CudaFaultError", "create_client", "devices"]
 
 
 class CudaError(EmberError, RuntimeError):
     """A CUDA driver call failed (the message names the call and the driver's error)."""
+
+
+class CudaFaultError(CudaError, DeviceFaultError):
+    """A sticky CUDA error (an illegal address, a trap, a device-side assert in a kernel): the
+    context is lost. Names the last kernels launched (``DeviceFaultError``); every later call on
+    the device raises it again (``CudaServer.fault``)."""
+
+
+#: CUresult codes after which the context is unusable: the driver returns the same code from
+#: every later call on it, and its memory is lost (cuda.h: "the process must be terminated and
+#: relaunched"): ECC uncorrectable (214), illegal address (700), launch timeout (702), device
+#: assert (710), hardware stack error (714), illegal instruction (715), misaligned address (716),
+#: invalid address space (717), invalid PC (718), launch failed (719)
+STICKY_ERRORS = frozenset({214, 700, 702, 710, 714, 715, 716, 717, 718, 719})
+#: kernels remembered per device for a fault's message (the faulting kernel is among the
+#: launches since the last sync; a few suffice to name it in practice)
+RECENT_LAUNCHES = 8
 
 
 _cu: Any = None
@@ -74,13 +92,41 @@ def _err_text(err: Any) -> str:
 
 
 def _ok(res: Any, what: str) -> Any:
-    """The values of a driver call's result tuple, or CudaError."""
+    """The values of a driver call's result tuple, or CudaError (``_raise``)."""
     err = res[0]
     if int(err) != 0:
-        raise CudaError(f"{what} failed: {_err_text(err)}")
+        _raise(err, what)
     if len(res) == 1:
         return None
     return res[1] if len(res) == 2 else res[1:]
+
+
+#: the server of each context (its driver pointer): a failing call finds the device it ran on
+#: through the context current on its thread (every call makes its device's context current)
+_servers: dict[int, CudaServer] = {}
+
+
+def _raise(err: Any, what: str, server: CudaServer | None = None) -> None:
+    """Raise the error of driver call ``what`` that returned ``err``: the device's fault again
+    when its context was lost before, a new ``CudaFaultError`` (the device then marked lost)
+    for a sticky code, else ``CudaError``. ``server``: the device the call ran on (default: the
+    one whose context is current on this thread)."""
+    if server is None:
+        ctx = getattr(_current, "ctx", None)
+        server = _servers.get(_ctx_key(ctx)) if ctx is not None else None
+    if server is not None:
+        if server.fault is not None:
+            raise server.fault_again(what)
+        if int(err) in STICKY_ERRORS:
+            raise server.lost(err, what)
+    raise CudaError(f"{what} failed: {_err_text(err)}")
+
+
+def _ctx_key(ctx: Any) -> int:
+    try:
+        return int(ctx)
+    except (TypeError, ValueError):
+        return id(ctx)
 
 
 _initialised = False
@@ -250,6 +296,48 @@ class CudaServer(Preparing):
         #: compiles started while preparing, by KernelId: (source, future of the compile)
         self._prepared: dict[KernelId, tuple[CompiledSource, Any]] = {}
         self._pool: Any = None
+        #: entries of the last launches, oldest first (a fault's message names them); appended
+        #: after each successful launch: a deque append, the only per-launch cost of the record
+        self.recent: deque[str] = deque(maxlen=RECENT_LAUNCHES)
+        #: hand-written kernels' entries by id of their CUfunction (``raw_function``)
+        self._raw_names: dict[int, str] = {}
+        #: the sticky error that lost this device's context (None: healthy); once set, every
+        #: call on the device raises it again before touching the driver where it can
+        self.fault: CudaFaultError | None = None
+        #: ``launches`` when a sync last succeeded: a fault lies in the launches after it
+        self.synced = 0
+        _servers[_ctx_key(self.ctx)] = self
+
+    # ---------------------------------------------------------------- faults
+    def lost(self, err: Any, what: str) -> CudaFaultError:
+        """Mark the device lost by sticky error ``err``, reported by driver call ``what``; the
+        error to raise (the first fault wins when threads race to report it)."""
+        code = int(err)
+        try:
+            name = _driver().CUresult(code).name
+        except ValueError:
+            name = f"CUresult {code}"
+        since = self.launches - self.synced
+        recent = list(self.recent)[-since:] if since > 0 else []
+        fault = CudaFaultError(f"cuda:{self.index}", code, name, what, recent, since)
+        with self._lock:
+            if self.fault is None:
+                self.fault = fault
+                return fault
+        return self.fault_again(what)
+
+    def fault_again(self, what: str) -> CudaFaultError:
+        """The device's fault, raised anew by a later call ``what`` (same type, kernel and
+        message; its own traceback)."""
+        f = self.fault
+        assert f is not None
+        return CudaFaultError(f.device, f.code, f.name, f.call, f.recent, f.since, f"raised again by {what}")
+
+    def check(self, what: str) -> None:
+        """Raise the device's fault when its context was lost (the cold paths call this before
+        work that would only fail at the driver: compiles, allocations)."""
+        if self.fault is not None:
+            raise self.fault_again(what)
 
     def current(self) -> None:
         """Make the device's context current on this thread (a driver call only when the
@@ -335,6 +423,7 @@ class CudaServer(Preparing):
 
     def _build(self, kid: KernelId, make_ir: Callable[[], Any]) -> CudaKernel:
         entry = kid.entry()
+        self.check(f"loading kernel {entry}")  # a lost context loads nothing: no compile for it
         t0 = time.perf_counter()
         with tracing.span("compile", kernel=entry, language=self.compiler.language, stage=self.stage) as sp:
             index = self._index()
@@ -420,6 +509,7 @@ class CudaServer(Preparing):
             return fn
         if self._preparer is not None and self._preparer == threading.get_ident():
             return self._prepare_raw(source, entry, arch)
+        self.check(f"loading kernel {entry}")
         with self._lock:
             self._prepared.pop(("raw", hash(source), arch), None)  # compiled and stored by the pool, if prepared
             fn = self._raw.get(key)
@@ -436,6 +526,7 @@ class CudaServer(Preparing):
                     if dynamic_smem > 48 * 1024:  # beyond 48 KiB a kernel must ask for it
                         attr = self.cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                         _ok(self.cu.cuFuncSetAttribute(fn, attr, dynamic_smem), "cuFuncSetAttribute")
+                self._raw_names[id(fn)] = entry  # the entry holds fn: its id stays its own
                 self._raw[key] = fn
         return fn
 
@@ -455,7 +546,8 @@ class CudaServer(Preparing):
         if fast is not None:
             held = self._raw_handles.get(id(fn))
             if held is None or held[0] is not fn:  # the entry holds fn: its id stays its own
-                held = self._raw_handles[id(fn)] = (fn, ctypes.c_void_p(handle(fn)))
+                held = self._raw_handles[id(fn)] = (fn, ctypes.c_void_p(handle(fn)),
+                                                    self._raw_names.get(id(fn), "a hand-written kernel"))
             hp = held[1]
             (gx, gy, gz), (bx, by, bz) = grid, block
             pp = ctypes.c_void_p(ctypes.addressof(params))
@@ -463,11 +555,14 @@ class CudaServer(Preparing):
             code = fast.launch_p(hp, int(gx), int(gy), int(gz), int(bx), int(by), int(bz), int(smem), self._stream_p,
                                  pp, None)
             err = code  # the raw CUresult: ``_err_text`` names it
+            name = held[2]
         else:
             (err,) = self.cu.cuLaunchKernel(fn, *grid, *block, smem, self.stream, ctypes.addressof(params), 0)
+            name = self._raw_names.get(id(fn), "a hand-written kernel")
         if int(err) != 0:
-            raise CudaError(f"cuLaunchKernel(grid={grid}, block={block}) failed: {_err_text(err)}")
+            _raise(err, f"cuLaunchKernel({name}, grid={grid}, block={block})", self)
         self.launches += 1
+        self.recent.append(name)
 
     # ---------------------------------------------------------------- execution
     def launch(self, k: CudaKernel, tensors: list[Any], info: Any, count: Any) -> None:
@@ -499,8 +594,9 @@ class CudaServer(Preparing):
                 own.params[n] = ctypes.addressof(info)
             err = self._launch_params(k, cx, cy, cz, own)
         if int(err) != 0:
-            _launch_failed(k, cx, cy, cz, err)
+            _launch_failed(self, k, cx, cy, cz, err)
         self.launches += 1
+        self.recent.append(k.entry)
 
     def replayer(self, k: CudaKernel, info: Any, count: Any, slots: tuple[int, ...],
                  offsets: tuple[int, ...]) -> Callable[[list[Any]], None] | None:
@@ -519,6 +615,7 @@ class CudaServer(Preparing):
         launch, hp, sp, pp = self._fast.launch_p, ctypes.c_void_p(k.handle), self._stream_p, b.params_p
         bx, by, bz = k.block
         ctx, lock = self.ctx, b.lock
+        note, entry = self.recent.append, k.entry
 
         def go(bufs: list[Any]) -> None:
             if getattr(_current, "ctx", None) is not ctx:
@@ -533,8 +630,9 @@ class CudaServer(Preparing):
             finally:
                 lock.release()
             if err:
-                _launch_failed(k, cx, cy, cz, err)
+                _launch_failed(self, k, cx, cy, cz, err)
             self.launches += 1
+            note(entry)
 
         go.block = b  # type: ignore[attr-defined]  # (its parameter block, for tests)
         return go
@@ -556,9 +654,13 @@ class CudaServer(Preparing):
         if self._fast is not None:
             err = self._fast.stream_sync(self._stream_h)
             if err:
-                _ok((err,), "cuStreamSynchronize (a kernel of this device failed)")
+                _raise(err, "cuStreamSynchronize", self)
+            self.synced = self.launches
             return
-        _ok(self.cu.cuStreamSynchronize(self.stream), "cuStreamSynchronize (a kernel of this device failed)")
+        (err,) = self.cu.cuStreamSynchronize(self.stream)
+        if int(err):
+            _raise(err, "cuStreamSynchronize", self)
+        self.synced = self.launches
 
     def event(self) -> Any:
         try:
@@ -568,10 +670,12 @@ class CudaServer(Preparing):
             return _ok(self.cu.cuEventCreate(self.cu.CUevent_flags.CU_EVENT_DEFAULT), "cuEventCreate")
 
 
-def _launch_failed(k: CudaKernel, cx: int, cy: int, cz: int, err: Any) -> None:
-    raise CudaError(f"cuLaunchKernel({k.entry}, grid=({cx}, {cy}, {cz}), block={k.block}) failed: {_err_text(err)}")
+def _launch_failed(s: CudaServer, k: CudaKernel, cx: int, cy: int, cz: int, err: Any) -> None:
+    _raise(err, f"cuLaunchKernel({k.entry}, grid=({cx}, {cy}, {cz}), block={k.block})", s)
 
 
+#: CUDA_ERROR_OUT_OF_MEMORY
+_OUT_OF_MEMORY = 2
 #: what ``CudaClient._staged`` returns when the staging block took no part
 _MISSED = object()
 #: reads up to this size go through the pinned staging block
@@ -582,10 +686,11 @@ def _dtoh_wait(s: CudaServer, fast: Any, dst: int, src: int, nbytes: int) -> Non
     """Copy to host address ``dst`` through the ctypes driver calls and wait for it."""
     err = fast.dtoh_async(dst, src, nbytes, s._stream_h)
     if err:
-        _ok((err,), "cuMemcpyDtoHAsync")
+        _raise(err, "cuMemcpyDtoHAsync", s)
     err = fast.stream_sync(s._stream_h)
     if err:
-        _ok((err,), "cuStreamSynchronize (a kernel of this device failed)")
+        _raise(err, "cuStreamSynchronize (after a read)", s)
+    s.synced = s.launches
 
 
 class CudaClient:
@@ -627,12 +732,13 @@ class CudaClient:
     # ---------------------------------------------------------------- memory
     def _alloc(self, nbytes: int) -> int:
         s = self.server
+        s.check(f"cuMemAlloc({nbytes})")
         s.current()
         err, ptr = s.cu.cuMemAlloc(nbytes)
-        if int(err) == int(s.cu.CUresult.CUDA_ERROR_OUT_OF_MEMORY):
-            raise DeviceOutOfMemory(nbytes)
         if int(err) != 0:
-            raise CudaError(f"cuMemAlloc({nbytes}) failed: {_err_text(err)}")
+            if int(err) == _OUT_OF_MEMORY:  # not sticky: the pool releases its cache and retries
+                raise DeviceOutOfMemory(f"cuMemAlloc({nbytes}): {_err_text(err)}")
+            _raise(err, f"cuMemAlloc({nbytes})", s)
         return int(ptr)
 
     def _free(self, ptr: int) -> None:

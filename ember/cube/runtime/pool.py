@@ -144,7 +144,8 @@ class BlockPool:
             except self.oom_errors:
                 raise OutOfMemoryError(
                     f"cannot allocate {cap} bytes on the {self.device} even after releasing {released} cached "
-                    f"bytes ({self.allocated_bytes} bytes held by live tensors): {first}"
+                    f"bytes ({self.allocated_bytes} bytes held by live tensors): {first}",
+                    requested=cap, allocated=self.allocated_bytes, released=released, device=self.device,
                 ) from None
         self.device_allocs += 1
         self.allocated_bytes += cap
