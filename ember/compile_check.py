@@ -164,6 +164,9 @@ def _sweep(bk: Any, dtypes: Iterable[dt.DType], families: set[str]) -> Iterable[
                 for op in base.ARITH_OPS + base.COMPARE_OPS:
                     if num and (fl or op not in _FLOAT_BINARY):
                         yield f"{op}/{tag}", getattr(bk, op), (t, t)
+                if num and not fl:  # bitwise ops: integers only
+                    for op in base.BITWISE_OPS:
+                        yield f"{op}/{tag}", getattr(bk, op), (t, t)
                 if not num:
                     for op in base.LOGICAL_OPS:
                         yield f"{op}/{tag}", getattr(bk, op), (t, t)

@@ -162,6 +162,13 @@ def test_empty_softmax_and_unbind(device):
     assert len(parts) == 3 and all(p.shape == (0,) for p in parts)
 
 
+def test_empty_pad_gradient(autodiff_device):
+    # the gradient of padding an empty tensor is an empty slice of the padded gradient
+    x = ember.zeros(0, 3, 3, device=autodiff_device, requires_grad=True)
+    ember.pad(x, (1, 1, 1, 1, 1, 1), value=1.0).sum().backward()
+    assert x.grad.shape == (0, 3, 3) and x.grad.numpy().shape == (0, 3, 3)
+
+
 def test_zero_dim_softmax_keeps_graph(autodiff_device):
     x = _t(autodiff_device, 1.5, requires_grad=True)
     y = x.softmax(0)

@@ -102,10 +102,15 @@ FLOAT_UNARY = {
     "erf": (_erf, (-3, 3)),
     "reciprocal": (lambda x: 1 / x, (0.5, 4)),
 }
+def _torch_sign(x):
+    """PyTorch's sign: 0 for nan (numpy's sign keeps nan)."""
+    return np.where(np.isnan(x), 0, np.sign(x)) if np.asarray(x).dtype.kind == "f" else np.sign(x)
+
+
 NUMERIC_UNARY = {
     "neg": np.negative,
     "abs": np.abs,
-    "sign": np.sign,
+    "sign": _torch_sign,
     "relu": lambda x: np.maximum(x, 0),
     "floor": np.floor,
     "ceil": np.ceil,
@@ -169,7 +174,7 @@ def test_edge_values_of_math() -> None:
     with np.errstate(all="ignore"):
         check(t.sigmoid(), _sigmoid(f64(x)), ember.float32, "sigmoid")  # no nan for large |x|
         check(t.relu(), np.maximum(f64(x), 0), ember.float32, "relu keeps nan")
-        check(t.sign(), np.sign(f64(x)), ember.float32, "sign")
+        check(t.sign(), _torch_sign(f64(x)), ember.float32, "sign")
         check(t.tanh(), np.tanh(f64(x)), ember.float32, "tanh")
         check(t.erf(), _erf(f64(x)), ember.float32, "erf")
         check(t.expm1(), np.expm1(f64(x)), ember.float32, "expm1 of tiny x")
