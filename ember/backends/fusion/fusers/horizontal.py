@@ -251,7 +251,9 @@ def _launch(backend: Any, batch: list[Any], env: dict[int, Any]) -> None:
         fouts = [o.with_layout(flat, (1,), 0) for o in outs]
         seg_modes = ["l" if math.prod(t.shape) == n else "b" for t in ins]
         lined = [v for v, m in zip(views, seg_modes) if m == "l"]
-        w = 1 if any(s[0] == "unary" and s[1] == "sign" for s in d.prog) else _line_width(n, lined + fouts)
+        # width 1 for a uint8 sign only (GCC 12's SLP bug, see elementwise_kernels)
+        u8_sign = any(o.op == "sign" and o.outputs[0].dtype.name == "uint8" for o in seg_ops)
+        w = 1 if u8_sign else _line_width(n, lined + fouts)
         prog = _shifted(d.prog, len(all_ins), len(scalars), len(all_outs))
         segs.append((prog, len(all_outs), w))
         all_ins.extend(lines(v, w) if m == "l" and w > 1 else v for v, m in zip(views, seg_modes))
