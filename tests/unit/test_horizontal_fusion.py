@@ -13,6 +13,12 @@ from ember import Device, tracing
 CPU = Device.cpu()
 
 
+@pytest.fixture(autouse=True)
+def _empty_stream() -> None:
+    """Ops another test left queued on the shared device would join the first drain here."""
+    CPU.sync()
+
+
 def _wgpu(fusion: bool = True) -> Device:
     from devices import device_cases
 
@@ -68,8 +74,10 @@ def test_dependent_chains_do_not_share_a_launch(rng: np.random.Generator) -> Non
         t = (y + s[0]) * 3.0  # shape (3,), reads s
         got_s, got_t = s.numpy(), t.numpy()
     assert "horizontal" not in [blk.fuser for blk in rec.blocks]
-    np.testing.assert_allclose(got_s, np.exp(a * 2.0), rtol=1e-6)
-    np.testing.assert_allclose(got_t, (b + np.exp(a[0] * 2.0)) * 3.0, rtol=1e-6)
+    e = np.exp(a.astype(np.float64) * 2.0)
+    np.testing.assert_allclose(got_s, e, rtol=2e-6)
+    # y + s[0] may cancel: an absolute bound at the operands' scale
+    np.testing.assert_allclose(got_t, (b + e[0]) * 3.0, rtol=2e-6, atol=3e-6 * float(np.abs(e[0]).max() + 1))
 
 
 def test_a_segment_with_a_broadcast_row_runs_on_its_own(rng: np.random.Generator) -> None:
