@@ -14,9 +14,10 @@ How a step runs on a device (see docs/optim.md): every parameter's update is one
 elementwise Tensor ops over the parameter's shape, reading the hyper-parameters as Python
 scalars each step (so the Fusion layer's plan cache, which blanks scalar values, never
 recompiles when ``lr`` or the step count change). ``_ordered`` hands the parameters over
-sorted by (dtype, shape), so on a fused device the chains of parameters of one shape are
-consecutive in the queue and run as one kernel: a group's step costs one launch per distinct
-(dtype, shape), not one per op. Updates rebind parameters and state tensors in place (the
+sorted by (dtype, shape), each chain consecutive in the queue, so on a fused device the Fusion
+layer's horizontal fuser runs the chains of all parameters, whatever their shapes, as one
+launch (a few on wgpu, which binds at most 15 arrays per kernel): a group's step costs one
+launch, not one per op or per shape. Updates rebind parameters and state tensors in place (the
 objects keep their identity; a parameter stays a leaf with its ``.grad``).
 """
 

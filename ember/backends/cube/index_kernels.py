@@ -19,7 +19,23 @@ small comptime switches (``dim``, ``k``, ``add``, ``upper``), so one kernel serv
 
 from __future__ import annotations
 
-from ...cube import ABSOLUTE_POS, Comptime, T, Tensor, atomic_add, cast, i64, kernel, select, u32
+from ...cube import (
+    ABSOLUTE_POS,
+    CUBE_DIM,
+    CUBE_POS,
+    UNIT_POS,
+    Comptime,
+    Scalar,
+    Sequence,
+    T,
+    Tensor,
+    atomic_add,
+    cast,
+    i64,
+    kernel,
+    select,
+    u32,
+)
 
 
 @kernel
@@ -57,6 +73,42 @@ def copy_view(src: Tensor[T], dst: Tensor[T], flips: u32, rows: u32, chunks: u32
             if cl < nl:
                 sc = nl - 1 - cl if flip_last else cl
                 dst[do + cl * dl] = src[so + sc * sl]
+
+
+@kernel
+def cat_pieces(ins: Sequence[Tensor[T]], out: Tensor[T], meta: Sequence[Scalar], dim: Comptime[int], k: Comptime[int]):
+    """``cat`` of every piece in one launch: piece p (any view) is copied into ``out`` at
+    position ``at_p`` along ``dim``. ``meta`` holds four u32 per piece, (first cube, at, rows,
+    chunks), then the end cube: piece p runs on cubes [first_p, first_{p+1}), row-chunked over
+    its own shape as ``copy_view`` (``rows`` = its elements / its last dim, ``chunks`` = ceil(last
+    dim / k) per row)."""
+    c = CUBE_POS
+    for p in range(len(ins)):
+        src = ins[p]
+        if c >= meta[4 * p] and c < meta[4 * p + 4]:
+            u = (c - meta[4 * p]) * CUBE_DIM + UNIT_POS
+            chunks = meta[4 * p + 3]
+            row = u // chunks
+            if row < meta[4 * p + 2]:
+                r = src.rank()
+                nl = src.shape(r - 1)
+                c0 = (u % chunks) * k
+                rem = row
+                so = u32(0)
+                do = u32(0)
+                for d in range(r - 2, -1, -1):
+                    n = src.shape(d)
+                    cd = rem % n
+                    rem = rem // n
+                    so += cd * src.stride(d)
+                    do += cd * out.stride(d)
+                do += meta[4 * p + 1] * out.stride(dim)
+                sl = src.stride(r - 1)
+                dl = out.stride(r - 1)
+                for t in range(k):
+                    cl = c0 + t
+                    if cl < nl:
+                        out[do + cl * dl] = src[so + cl * sl]
 
 
 @kernel

@@ -21,6 +21,7 @@ from typing import Any
 from ... import dtype as dt
 from ...cube.launch import CubeCount, CubeDim
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
+from ...cube.types import u32 as dt_u32
 from . import index_kernels as ik
 from . import random_kernels as rk
 
@@ -33,6 +34,8 @@ _ACC = {dt.float16: dt.float32, dt.bfloat16: dt.float32, dt.uint8: dt.int32, dt.
 #: elements per unit of the row-chunked kernels (copy_view, gather_dim, index_gather, tri):
 #: one unravel (a div/mod per dim) per chunk instead of per element
 _CHUNK = 8
+#: the most pieces one ``cat`` launch copies (the kernel inlines a copy per piece)
+_CAT_PIECES = 32
 
 
 def _count(n: int) -> CubeCount:
@@ -145,20 +148,46 @@ class IndexOps:
         return out
 
     def cat(self, ps: Sequence[CubeTensor], dim: int) -> CubeTensor:
+        """One launch for up to ``_CAT_PIECES`` pieces (``cat_pieces``; fewer where the device
+        binds fewer arrays per kernel): each piece has its own range of cubes."""
         ps = list(ps)
         first = ps[0]
         total = sum(t.shape[dim] for t in ps)
         shape = first.shape[:dim] + (total,) + first.shape[dim + 1 :]
         out = self._empty(shape, first.dtype)
-        strides = contiguous_strides(shape)
+        if not math.prod(shape):
+            return out
+        pieces = []  # (piece, position along dim)
         at = 0
         for t in ps:
-            m = t.shape[dim]
-            if m:
-                window = out.with_layout(t.shape, strides, at * strides[dim])
-                self._copy_into(t, window)
-            at += m
+            if t.shape[dim]:
+                pieces.append((t, at))
+            at += t.shape[dim]
+        if len(pieces) == 1:
+            t, a = pieces[0]
+            strides = contiguous_strides(shape)
+            self._copy_into(t, out.with_layout(t.shape, strides, a * strides[dim]))
+            return out
+        from ...cube.runtime.client import max_arrays
+
+        limit = max_arrays(self.client)
+        per = _CAT_PIECES if limit is None else max(1, min(_CAT_PIECES, limit - 1))
+        for i in range(0, len(pieces), per):
+            self._cat_launch(pieces[i:i + per], out, dim)
         return out
+
+    def _cat_launch(self, pieces: list[tuple[CubeTensor, int]], out: CubeTensor, dim: int) -> None:
+        meta: list[tuple[int, Any]] = []
+        cubes = 0
+        for t, a in pieces:
+            nl = t.shape[-1]
+            rows = math.prod(t.shape) // nl
+            chunks = -(-nl // _CHUNK)
+            meta += [(cubes, dt_u32), (a, dt_u32), (rows, dt_u32), (chunks, dt_u32)]
+            cubes += -(-(rows * chunks) // _DIM.x)
+        meta.append((cubes, dt_u32))
+        ik.cat_pieces.launch(self.client, CubeCount(cubes), _DIM, tuple(t for t, _ in pieces), out, tuple(meta), dim,
+                             _CHUNK)
 
     def pad(self, p: CubeTensor, pads: tuple[tuple[int, int], ...], value: Any) -> CubeTensor:
         shape = tuple(n + a + b for n, (a, b) in zip(p.shape, pads))

@@ -14,7 +14,8 @@ buffers at any element offset, and WGSL bindings cannot start at arbitrary bytes
 What WGSL cannot hold, and how this compiler copes:
 
 * no pointers: every access is ``b[offset + index]``; all buffers are bound ``read_write``
-  (two views of one buffer may be bound twice, as the seed's stack does);
+  (two views of one buffer are bound twice, as the seed's stack does, but accessed through
+  the first view's binding: the drivers assume distinct bindings never alias);
 * no 8-bit storage: u8 and bool buffers are packed four bytes to an ``atomic<u32>`` word; a
   whole-word line (widths 4, 8, 16) is one atomic load/store per word, a narrower one updates
   its byte with ``atomicAnd``/``atomicOr`` (neighbouring units may own the other bytes);
@@ -487,6 +488,22 @@ class _WgslEmitter(Emitter):
             )
         for sm in k.shared:  # workgroup memory holds registers (u8/bool as u32): atomics need no packing
             self.mode[id(sm)] = "atomic" if id(sm) in atomic_targets else "plain"
+        # Array parameters on one buffer (an output written into a donated input) are accessed
+        # through ONE binding variable, the first one's: naga's output (SPIR-V without an
+        # ``Aliased`` decoration, or GLSL) lets the driver assume two bindings never overlap and
+        # move a load of one past a store to the other (llvmpipe does: an input was read after
+        # the output that took its buffer had been stored). Each view keeps its own offset word,
+        # and the runtime still binds every view (the layout has one entry per array). Views
+        # whose bindings have different types (other line widths, atomic access) cannot share a
+        # variable; no launcher donates a buffer across such views (``run_fused`` and the
+        # unfused elementwise kernels give the output the donor's dtype, width and layout).
+        self.binding: dict[int, str] = {}
+        arrays = k.arrays
+        for p in arrays:
+            if p.alias_of is not None:
+                root = arrays[p.alias_of]
+                if self.binding_elem(root.var) == self.binding_elem(p.var):
+                    self.binding[id(p.var)] = self.binding.get(id(root.var), c.name(root.var))
         for s in ir.walk(k.body):
             if isinstance(s, ir.Assign):
                 self.locals.add(s.out)
@@ -528,6 +545,11 @@ class _WgslEmitter(Emitter):
         if self.mode[id(v)] == "atomic":
             return "atomic<u32>" if v.type.elem.is_float else f"atomic<{self.c.scalar_type(v.type.elem)}>"
         return self.rtype(v.type)
+
+    def buffer_name(self, arr: Var) -> str:
+        """The binding variable ``arr`` is accessed through (an aliased view's: the first view's
+        on its buffer, see ``__init__``)."""
+        return self.binding.get(id(arr)) or self.c.name(arr)
 
     def binding_elem(self, v: Var) -> str:
         t, mode = v.type, self.mode[id(v)]
@@ -774,7 +796,7 @@ class _WgslEmitter(Emitter):
 
     def load(self, out: Var, arr: Var, idx: Any) -> None:
         t, e = arr.type, arr.type.elem
-        name = self.c.name(arr)
+        name = self.buffer_name(arr)
         i = self.index(arr, idx)
         mode = self.mode.get(id(arr), "plain")
         if arr.kind == LOCAL_ARRAY or (arr.kind == SHARED and mode == "plain"):
@@ -824,7 +846,7 @@ class _WgslEmitter(Emitter):
 
     def store(self, arr: Var, idx: Any, value: Any) -> None:
         t, e = arr.type, arr.type.elem
-        name = self.c.name(arr)
+        name = self.buffer_name(arr)
         i = self.index(arr, idx)
         mode = self.mode.get(id(arr), "plain")
         if arr.kind == LOCAL_ARRAY or (arr.kind == SHARED and mode == "plain"):
@@ -887,7 +909,7 @@ class _WgslEmitter(Emitter):
         if self.mode.get(id(arr)) != "atomic" or arr.type.width != 1:
             raise NotImplementedError("WGSL atomics are implemented on i32/u32/f32 buffers and shared memory only")
         e = arr.type.elem
-        p = f"&{self.c.name(arr)}[{self.index(arr, idx)}]"
+        p = f"&{self.buffer_name(arr)}[{self.index(arr, idx)}]"
         val = self.val(v, arr.type)
         if not e.is_float:
             return self.define(s.out, f"{self.c.ATOMIC[s.op]}({p}, {val})")

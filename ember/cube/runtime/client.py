@@ -17,7 +17,7 @@ from . import capture
 from .cpu import CpuServer
 from .memory import Buffer, MemoryPool
 
-__all__ = ["ComputeClient", "get_client", "max_line_bytes", "shared_limit"]
+__all__ = ["ComputeClient", "get_client", "max_arrays", "max_line_bytes", "shared_limit"]
 
 
 class ComputeClient:
@@ -164,3 +164,9 @@ def max_line_bytes(client: Any) -> int:
     runtime (64 bytes on the CPU; 16 on CUDA and wgpu, where a wider line per thread spreads
     a warp's accesses)."""
     return getattr(client, "max_line_bytes", 64)
+
+
+def max_arrays(client: Any) -> int | None:
+    """The most array parameters one kernel may take on ``client``'s runtime (None: no limit
+    that matters; wgpu: the device's storage buffers per shader stage, less the info buffer)."""
+    return getattr(client, "max_arrays", None)

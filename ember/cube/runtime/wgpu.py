@@ -235,6 +235,9 @@ class WgpuServer:
         )
         self.align = int(limits.get("min-storage-buffer-offset-alignment", 256))
         self.max_binding = int(limits.get("max-storage-buffer-binding-size", 1 << 27))
+        #: array parameters one kernel may bind: every array is a storage binding, and so is
+        #: ``info`` (WebGPU's default limit is 8 per stage; lavapipe offers 16)
+        self.max_arrays = int(limits.get("max-storage-buffers-per-shader-stage", 8)) - 1
         self.pipelines: dict[KernelId, WgpuKernel] = {}
         offered = entry is not None and "pipeline-cache" in entry.adapter.features
         self.pipeline_cache = "driver's own (wgpu-py exposes no GPUPipelineCache)" if offered else "driver's own"
@@ -468,6 +471,8 @@ class WgpuClient:
         #: physical adapter + API, and runtime<compiler>: equal for every spelling of this device
         self.device_id = f"{ident}/wgpu<{c.target_name}>"
         self.timing = "device" if "timestamp-query-inside-encoders" in server.features else "host"
+        #: the most array parameters of one kernel (``client.max_arrays``)
+        self.max_arrays = server.max_arrays
         self._holds: dict[Any, bool] = {}
 
     # ---------------------------------------------------------------- dtypes

@@ -22,7 +22,9 @@ __all__ = ["default_fusers"]
 def default_fusers(backend: Any) -> list[Any]:
     """The fusers for a Cube backend (order matters only for equal scores)."""
     from .elementwise import ElementwiseFuser
+    from .horizontal import HorizontalFuser
     from .matmul_epilogue import MatmulEpilogueFuser
     from .reduce_prologue import ReducePrologueFuser
 
-    return [ElementwiseFuser(backend), MatmulEpilogueFuser(backend), ReducePrologueFuser(backend)]
+    return [ElementwiseFuser(backend), MatmulEpilogueFuser(backend), ReducePrologueFuser(backend),
+            HorizontalFuser(backend)]

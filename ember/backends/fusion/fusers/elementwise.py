@@ -35,7 +35,7 @@ from ...base import (
 from ...cube.elementwise import _REFCOUNT_SAFE, _exclusive
 from ..ir import READ_WRITE, OperationIr, TensorIr
 
-__all__ = ["ElementwiseFuser", "fusable", "Builder", "observed", "donor_candidates"]
+__all__ = ["ElementwiseFuser", "fusable", "Builder", "observed", "donor_candidates", "array_budget"]
 
 #: the most ops one fused kernel takes (compile time and register pressure grow with it)
 MAX_OPS = 64
@@ -54,6 +54,15 @@ _KINDS: dict[str, tuple[str, str]] = {
     "masked_fill": ("masked_fill", "masked_fill"),
 }
 assert set(_KINDS) <= set(base.CATALOG), "the elementwise fuser names an op outside the catalog"
+
+
+def array_budget(backend: Any) -> int | None:
+    """The most array parameters (inputs and outputs together) one fused kernel may take on
+    ``backend``'s device (None: only ``MAX_INPUTS`` bounds it). wgpu binds every array as a
+    storage buffer, at most 15 of them per kernel on lavapipe (``client.max_arrays``)."""
+    from ....cube.runtime.client import max_arrays
+
+    return max_arrays(getattr(backend, "client", None))
 
 
 def fusable(o: OperationIr) -> bool:
@@ -166,6 +175,10 @@ class ElementwiseFuser:
             inputs |= new
             produced.add(o.outputs[0].id)
             j += 1
+        budget = array_budget(self.backend)
+        if budget is not None:  # inputs and written results together within the device's bindings
+            while j - i >= 2 and _external(ops, i, j) + len(observed(ops, i, j)) > budget:
+                j -= 1
         if j - i < 2:
             return None  # one op: the unfused kernel is the same kernel
         return j, float(j - i), self._prepare(ops, i, j)
@@ -214,6 +227,12 @@ class _Data:
         self.outs = outs
         self.donors = donors
         self.shape = shape
+
+
+def _external(ops: list[OperationIr], i: int, j: int) -> int:
+    """How many distinct tensors ``ops[i:j]`` read that they do not produce."""
+    produced = {o.outputs[0].id for o in ops[i:j]}
+    return len({t.id for o in ops[i:j] for t in o.inputs if t.id not in produced})
 
 
 def observed(ops: list[OperationIr], i: int, j: int) -> list[int]:

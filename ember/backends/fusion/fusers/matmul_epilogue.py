@@ -24,7 +24,7 @@ from typing import Any
 from .... import autotune
 from ...cube.matmul import _KEY_FIELDS, matmul_bound, matmul_key
 from ..ir import OperationIr
-from .elementwise import MAX_INPUTS, MAX_OPS, Builder, fusable, observed
+from .elementwise import MAX_INPUTS, MAX_OPS, Builder, array_budget, fusable, observed
 
 __all__ = ["MatmulEpilogueFuser"]
 
@@ -46,9 +46,12 @@ class MatmulEpilogueFuser:
         j = i + 1
         while j < len(ops) and j - i <= MAX_OPS and fusable(ops[j]) and ops[j].outputs[0].shape == out.shape:
             j += 1
-        # the longest prefix whose only observed result is its last op's
+        # the longest prefix whose only observed result is its last op's (its inputs, the two
+        # operands and the output within the device's bindings)
+        budget = array_budget(self.backend)
+        limit = MAX_INPUTS if budget is None else min(MAX_INPUTS, budget - 3)
         while j > i + 1:
-            if observed(ops, i, j) == [j - 1 - i] and self._inputs(ops, i, j) <= MAX_INPUTS:
+            if observed(ops, i, j) == [j - 1 - i] and self._inputs(ops, i, j) <= limit:
                 break
             j -= 1
         if j <= i + 1:

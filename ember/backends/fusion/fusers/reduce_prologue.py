@@ -25,7 +25,7 @@ from typing import Any
 
 from .... import dtype as dt
 from ..ir import OperationIr
-from .elementwise import MAX_INPUTS, MAX_OPS, Builder, fusable, observed
+from .elementwise import MAX_INPUTS, MAX_OPS, Builder, array_budget, fusable, observed
 
 __all__ = ["ReducePrologueFuser"]
 
@@ -88,7 +88,9 @@ class ReducePrologueFuser:
         if observed(ops, i, k + 1) != [k - i]:
             return None
         produced = {o.outputs[0].id for o in ops[i:k]}
-        if len({t.id for o in ops[i:k] for t in o.inputs if t.id not in produced}) > MAX_INPUTS:
+        budget = array_budget(self.backend)  # the inputs and the output within the device's bindings
+        limit = MAX_INPUTS if budget is None else min(MAX_INPUTS, budget - 1)
+        if len({t.id for o in ops[i:k] for t in o.inputs if t.id not in produced}) > limit:
             return None
         return k + 1, float(k + 1 - i) + 0.5, self._prepare(ops[i:k + 1], split)
 
