@@ -297,8 +297,11 @@ def _run_cached(tset: TunableSet, key: tuple[Any, ...], w: Tunable, args: tuple[
         with tracing.span("autotune", op=tset.name, key=tset.key_text(key), cached=True, origin="memory"):
             return w.fn(*args)
     cap = sys.modules.get(_CAPTURE)  # not imported: nothing captures
-    if cap is not None and cap.active:  # a capture replays the winner's call (hand-written kernels launch raw)
-        return cap.call(w.fn, args)
+    if cap is not None and cap.active:
+        # a capture replays the winner's call (hand-written kernels launch raw, a vendor routine
+        # computes on the host); an own candidate's launches are recorded as they are where they
+        # can be (``capture.call``'s ``inline``), so a replay skips its Python
+        return cap.call(w.fn, args, not w.vendor)
     return w.fn(*args)
 
 

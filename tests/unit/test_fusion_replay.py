@@ -277,3 +277,82 @@ def test_a_drain_whose_floats_change_replays_with_them(rng: np.random.Generator)
     assert f.stats.replays - before >= 3  # drains 4..7
     got = ((a / 0.5) * (mul + 1.0) + 0.5).numpy()
     np.testing.assert_allclose(got, (x / np.float32(0.5)) * np.float32(mul + 1.0) + np.float32(0.5), rtol=1e-6)
+
+
+def test_changing_floats_replay_without_the_planning(rng: np.random.Generator,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once a layout has its parametric replay, a drain whose signature differs from a replayed
+    one in floats only (Adam's bias corrections, a scheduled learning rate) runs from it at once,
+    with its floats patched in: no op records, no relative key (the fast path of ``drain``).
+    Floats inside tuples (a clamp's bounds) and zeros (kept in the key with their sign) too."""
+    from ember.backends.fusion import stream as stream_mod
+
+    d = Device.cpu()
+    f = replaying(d)
+    x = rand(rng, 48)
+    a = ember.tensor(x, device=d)
+
+    def step(t: int) -> np.ndarray:
+        c = 1 - 0.9 ** t
+        return ((a / c) * 2.5 + c).clamp(-c * 40, c * 40).mul(0.0).add(a * c).numpy()
+
+    def ref(t: int) -> np.ndarray:
+        c = np.float32(1 - 0.9 ** t)
+        y = np.clip((x / c) * np.float32(2.5) + c, np.float32(-(1 - 0.9 ** t) * 40), np.float32((1 - 0.9 ** t) * 40))
+        return y * np.float32(0.0) + x * c
+
+    for t in range(1, 6):
+        np.testing.assert_allclose(step(t), ref(t), rtol=1e-6, atol=1e-6)
+    calls = []
+    real = stream_mod.operations
+    monkeypatch.setattr(stream_mod, "operations", lambda records: calls.append(1) or real(records))
+    before = f.stats.replays
+    for t in range(6, 12):
+        np.testing.assert_allclose(step(t), ref(t), rtol=1e-6, atol=1e-6)
+    assert f.stats.replays - before == 6
+    assert not calls  # every drain ran from the fast parametric path
+    # a float the capture found fixed (the multiplier) changing: the ordinary path, still right
+    got = (((a / 0.5) * 3.5 + 0.5).clamp(-20.0, 20.0).mul(0.0).add(a * 0.5)).numpy()
+    np.testing.assert_allclose(got, np.clip(x / np.float32(0.5) * np.float32(3.5) + np.float32(0.5), -20, 20) * 0
+                               + x * np.float32(0.5), rtol=1e-6, atol=1e-6)
+    assert calls
+
+
+def test_an_inline_call_records_its_launches(rng: np.random.Generator) -> None:
+    """``capture.call(..., inline=True)`` (the tuner's own winners) records the launches the
+    function made as the capture's steps, so the replay launches them on new buffers without
+    calling it; a function that does what a replay cannot repeat (a sync, a vendor routine
+    on the host) takes a call step instead, with the record as it was before the call."""
+    from ember.cube.runtime import capture
+
+    d = Device.cpu()
+    cube = fusion_of(d).inner
+    x = rand(rng, 40)
+    t = cube.from_data(x, ember.float32)
+    calls = []
+
+    def own(u: object) -> object:
+        calls.append(1)
+        return cube.mul_scalar(cube.add(u, u), 3.0)
+
+    with capture.Capture([t]) as c:
+        out = capture.call(own, (t,), True)
+    assert not c.failed and len(c.steps) == 2 and all(st[0] is not capture._CALL for st in c.steps)
+    rep = c.replay([out])
+    y = rand(rng, 40)
+    (got,) = rep.run(cube.client, [cube.from_data(y, ember.float32)])
+    np.testing.assert_allclose(cube.into_data(got), (y + y) * np.float32(3.0), rtol=1e-6)
+    assert len(calls) == 1  # the replay launched, it did not call
+
+    def syncing(u: object) -> object:
+        calls.append(1)
+        v = cube.add(u, u)
+        capture.broken("a sync")
+        return v
+
+    with capture.Capture([t]) as c:
+        out = capture.call(syncing, (t,), True)
+    assert not c.failed and len(c.steps) == 1 and c.steps[0][0] is capture._CALL
+    (got,) = c.replay([out]).run(cube.client, [cube.from_data(y, ember.float32)])
+    np.testing.assert_allclose(cube.into_data(got), y + y, rtol=1e-6)
+    assert len(calls) == 3

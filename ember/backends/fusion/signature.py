@@ -3,16 +3,18 @@
 Each registered op appends its name and one part per argument to ``stream.sig``: a queued
 tensor as a reference to its relative index (order of first appearance in the queue), a
 realised tensor on its first appearance as its layout (dtype, shape, strides, offset, and
-the first realised tensor sharing its buffer), later as a reference; scalars by value
-(floats tagged, -0.0 apart from 0.0), tuples part by part. Op names are the only bare
+the first realised tensor sharing its buffer), later as a reference; ints, bools and other
+scalars by value, non-zero floats as a blank (their values, in order, in ``stream.fvals``;
+zeros stay, -0.0 apart from 0.0), tuples part by part. Op names are the only bare
 strings in it, so the sequence splits into ops one way only.
 
 With the set of tensors whose handles are dead at the drain, the signature determines what
 ``relative_key`` (op sequence, structure, statuses, liveness) and ``replay_key`` (blanked
 values, input layouts) would: a drain whose signature and dead set were seen before replays
-its capture without computing either (``stream.Stream.drain``). Anything the signature cannot
-encode (an argument of another kind, an input that is not a cube tensor) sets ``stream.sig``
-to None: that drain takes the ordinary path.
+its capture without computing either (``stream.Stream.drain``), and one whose floats alone
+differ runs the parametric replay of its layout with the new floats patched in. Anything the
+signature cannot encode (an argument of another kind, an input that is not a cube tensor) sets
+``stream.sig`` to None: that drain takes the ordinary path.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from ... import dtype as dt
 __all__ = ["REF_PARTS", "const_part", "ref_part", "sig_part", "tensor_part"]
 
 REF_PARTS = [("t", r) for r in range(1024)]
+#: the part of a non-zero float (its value: ``stream.fvals``)
+_FLOAT_PART = ("f",)
 #: backend.FusionTensor and cube's CubeTensor, set on first use (backend imports this module;
 #: the cube package stays unimported until a cube device is used)
 _tensor_type: Any = None
@@ -51,7 +55,18 @@ def sig_part(a: Any, stream: Any, sig: list[Any]) -> None:
     ta = type(a)
     ft = _tensor_type or _fusion_tensor()
     if ta is float:
-        sig.append(("f", a) if a else ("f", a, math.copysign(1.0, a)))
+        # a non-zero float is blanked (its value goes to ``stream.fvals``): the signature is then
+        # the key of the drain's parametric fast replay too, whose floats vary step to step (Adam's
+        # bias corrections); a zero stays in it with its sign, as ``ir.relative_key`` keeps zeros
+        # apart from the floats it blanks. ``fvals`` is relative_key's ``values`` list exactly
+        # (floats, and zeros as (0.0, sign)): a signature holds no other kind of blanked value
+        if a:
+            sig.append(_FLOAT_PART)
+            stream.fvals.append(a)
+        else:
+            z = (a, math.copysign(1.0, a))
+            sig.append(("f", z))
+            stream.fvals.append(z)
     elif ta is int or a is None:
         sig.append(a)
     elif ta is bool:

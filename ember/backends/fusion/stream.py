@@ -112,6 +112,8 @@ class Stream:
         self.lock = threading.RLock()
         #: the queue's signature (``signature``; None: not kept, or not encodable)
         self.sig: list[Any] | None = [] if owner.replayable else None
+        #: the values the signature blanks (``signature.sig_part``): ``relative_key``'s values
+        self.fvals: list[Any] = []
         #: tensor id -> relative index (order of first appearance), and the reverse
         self.rel: dict[int, int] = {}
         self.order: list[int] = []
@@ -133,22 +135,30 @@ class Stream:
             sig = self.sig
             rel, self.rel = self.rel, {}
             order, self.order = self.order, []
+            fvals, self.fvals = self.fvals, []
             self.bufs = {}
             self.sig = [] if owner.replayable else None
             if tracing.active:
                 with tracing.span("drain", layer="fusion", ops=len(records), stage=owner.stage, channel="inline"):
                     self._run(records, consts, handles)
                 return
-            fkey = None
+            fkey = pfkey = None
             if sig is not None and not owner.recorders and len(order) >= len(records):
                 dead = _dead(rel, handles)
                 if dead is not None:
-                    # the signature and the dead handles: the fast replay's key (``signature``)
-                    fkey = (tuple(sig), dead, _precision[0])  # ``get_float32_matmul_precision()``
-                    fast = owner.fast_replays.get(fkey)
+                    # the signature and the dead handles: the fast replays' keys (``signature``),
+                    # the exact one with the blanked floats' values, the parametric one without
+                    pfkey = (tuple(sig), dead, _precision[0])  # ``get_float32_matmul_precision()``
+                    fkey = (pfkey, tuple(fvals))
+                    fast_replays = owner.fast_replays
+                    fast = fast_replays.get(fkey)
                     if fast is not None and self._replay_fast(fast, consts, handles, order):
                         return
-            self._run(records, consts, handles, fkey, rel)
+                    if fvals:
+                        fast = fast_replays.get(pfkey)
+                        if fast is not None and self._replay_fast_param(fast, fvals, consts, handles, order):
+                            return
+            self._run(records, consts, handles, fkey, rel, pfkey)
         finally:
             lock.release()
 
@@ -177,8 +187,40 @@ class Stream:
                 h.value = v
         return True
 
+    def _replay_fast_param(self, fast: tuple[Any, tuple[int, ...]], fvals: list[Any], consts: dict[int, Any],
+                           handles: dict[int, Any], order: list[int]) -> bool:
+        """Run a drain from the parametric replay of its layout (``replay.ParamReplay``) with its
+        floats patched in, as ``_param_replay`` would after computing the keys (False: the
+        floats or the index checks want the ordinary path)."""
+        pe, out_rels = fast
+        if not pe.matches(fvals):
+            return False
+        owner = self.owner
+        rep = pe.rep
+        try:
+            inputs = list(consts.values())
+            if rep.checks and not check_inputs(owner.inner, rep.checks, inputs):
+                return False
+            with pe.lock:
+                if not pe.patch(fvals):
+                    return False
+                outs = rep.replay.run(owner.inner.client, inputs)
+        except BaseException as e:
+            _deliver(handles, consts, e)
+            raise
+        stats = owner.stats
+        stats.drains += 1
+        stats.plan_hits += 1
+        rep.count(stats)
+        for r, v in zip(out_rels, outs):
+            h = handles[order[r]]()
+            if h is not None:
+                h.value = v
+        return True
+
     def _run(self, records: list[tuple[str, tuple[Any, ...], TensorIr]], consts: dict[int, Any],
-             handles: dict[int, Any], fkey: Any = None, rel: dict[int, int] | None = None) -> None:
+             handles: dict[int, Any], fkey: Any = None, rel: dict[int, int] | None = None,
+             pfkey: Any = None) -> None:
         ops = operations(records)
         owner = self.owner
         stats = owner.stats
@@ -214,7 +256,10 @@ class Stream:
                     fast = self.owner.fast_replays
                     if len(fast) >= _FAST_MAX:
                         fast.clear()
-                    fast[fkey] = (rep, tuple(rel[ops[i].outputs[j].id] for i, j in rep.outputs))
+                    if type(rep) is ParamReplay:  # ran from the parametric replay of its layout
+                        fast[pfkey] = (rep, tuple(rel[ops[i].outputs[j].id] for i, j in rep.rep.outputs))
+                    else:
+                        fast[fkey] = (rep, tuple(rel[ops[i].outputs[j].id] for i, j in rep.outputs))
         except BaseException as e:
             failure = e
             raise
@@ -268,10 +313,10 @@ class Stream:
         return ran
 
     def _execute_or_replay(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any], values: list[Any],
-                           replays: dict[Any, Any]) -> DrainReplay | None:
+                           replays: dict[Any, Any]) -> DrainReplay | ParamReplay | None:
         """Run the plan: from its capture where this layout has one (``replay``), else
         normally, captured on the layout's second drain. Returns the capture it ran from or
-        made (None: none)."""
+        made, or the parametric replay it ran from (None: none)."""
         rkey = replay_key(values, env)
         if rkey is None:
             self._execute(plan, ops, env)
@@ -295,7 +340,7 @@ class Stream:
         if pkey is not None:
             done = self._param_replay(plan, ops, env, values, replays, pkey)
             if done:
-                return None
+                return done if type(done) is ParamReplay else None
         if rep is None:
             if len(replays) >= PER_PLAN:
                 replays.clear()
@@ -325,9 +370,10 @@ class Stream:
         return rep
 
     def _param_replay(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any], values: list[Any],
-                      replays: dict[Any, Any], pkey: Any) -> bool:
+                      replays: dict[Any, Any], pkey: Any) -> bool | ParamReplay:
         """A drain whose exact layout and values are new: run it from the parametric replay of
-        its layout (``replay.ParamReplay``), or capture it towards one. True: it ran here."""
+        its layout (``replay.ParamReplay``: returned), or capture it towards one (True). False:
+        it did not run here."""
         try:
             pe = replays.get(pkey)
         except TypeError:  # an unhashable value among the arguments
@@ -346,7 +392,7 @@ class Stream:
             for (i, j), v in zip(rep.outputs, outs):
                 env[ops[i].outputs[j].id] = v
             rep.count(self.owner.stats)
-            return True
+            return pe
         if pe is NEVER:
             return False
         if pe is None:  # the first drain of this layout: seen, run as usual

@@ -143,11 +143,18 @@ def broken(what: str) -> None:
         c.failed = what
 
 
-def call(fn: Any, args: tuple[Any, ...]) -> Any:
+def call(fn: Any, args: tuple[Any, ...], inline: bool = False) -> Any:
     """``fn(*args)``, recorded as a call step of the capture open on this thread (if any).
     Arguments: tensors, tuples of them, objects offering ``capture_tensors()`` and
     ``with_tensors(ts)`` (a bundle holding tensors), and values kept as they are (a
-    backend, numbers, strings, dtypes, kernels); a tensor result becomes a slot."""
+    backend, numbers, strings, dtypes, kernels); a tensor result becomes a slot.
+
+    ``inline``: record what ``fn`` does on the device as the capture's own steps (its
+    ``@cube`` launches and reservations), so a replay launches them directly instead of
+    calling ``fn`` again (its Python: key, choice, info blocks); where ``fn`` did anything a
+    replay cannot repeat (a raw launch, a sync, a read back), the record goes back to where it
+    was and takes the call step instead. For functions whose launches depend on their
+    arguments' layouts and values only (a tuned candidate's own kernels)."""
     c = _current()
     if c is None:
         return fn(*args)
@@ -158,6 +165,20 @@ def call(fn: Any, args: tuple[Any, ...]) -> Any:
             broken("a call on a buffer from outside the capture, or an argument it cannot keep")
             return fn(*args)
         template.append(t)
+    if inline and not c.failed:
+        n_steps, n_allocs, n_checks = len(c.steps), len(c.allocs), len(c.checks)
+        out = fn(*args)
+        if not c.failed and (out is None or c.view(out) is not None):
+            return out
+        # undo the inline record: the steps, slots and checks it added, and the failure
+        del c.steps[n_steps:]
+        del c.allocs[n_allocs:]
+        del c.checks[n_checks:]
+        for k in [k for k, s in c.slot_of.items() if s >= n_allocs]:
+            del c.slot_of[k]
+        c.failed = ""
+        c.steps.append([_CALL, fn, _result_view(c, out), tuple(template)])
+        return out
     step = [_CALL, fn, None, tuple(template)]
     c.steps.append(step)
     c.inside += 1
@@ -176,6 +197,23 @@ def call(fn: Any, args: tuple[Any, ...]) -> Any:
             v = c.view(out)
         step[2] = v
     return out
+
+
+def _result_view(c: Capture, out: Any) -> Any:
+    """The slot view of a call step's result (a ``ret`` slot of the step appended next, when
+    the call reserved it); None for no result; marks the capture broken for a result that is
+    not a tensor."""
+    if out is None:
+        return None
+    if type(out) is not CubeTensor:
+        broken("a call step with a result that is not a tensor")
+        return None
+    v = c.view(out)
+    if v is None:  # reserved inside the call: a slot filled by the call's result
+        c.slot_of[id(out.buffer)] = len(c.allocs)
+        c.allocs.append(("ret", len(c.steps)))
+        v = c.view(out)
+    return v
 
 
 def _template(c: Capture, a: Any) -> Any:
