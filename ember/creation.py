@@ -133,16 +133,19 @@ def full(size: Sequence[int], fill_value: Any, dtype: Any = None, device: Any = 
     if isinstance(fill_value, np.generic):
         fill_value = fill_value.item()
     d = dt.as_dtype(dtype) if dtype is not None else dt.result_type(fill_value)
-    _check_size(shape, d)
-    bk = _device(device).backend()
+    dev = _device(device)
+    _check_size(shape, d, dev)
+    bk = dev.backend()
     v = _scalar_for(d, fill_value)
     return _finish(_make(bk.full(shape, v, d), bk, d), requires_grad)
 
 
-def _check_size(shape: tuple[int, ...], d: dt.DType) -> None:
+def _check_size(shape: tuple[int, ...], d: dt.DType, device: Device) -> None:
     """Raise at creation, on every device (a lazy one would only fail at the first read), for
     a tensor whose storage cannot exist: a byte count past int64 (torch: "Storage size
-    calculation overflowed") is a ShapeError, one past this machine's memory OutOfMemoryError."""
+    calculation overflowed") is a ShapeError; on a host device (flex, cpu) one past this
+    machine's memory is OutOfMemoryError, on a GPU one past 256 TiB (below that the device's
+    allocator decides, with the driver's error and its pool's figures)."""
     n = 1
     for s in shape:
         n *= s
@@ -153,6 +156,18 @@ def _check_size(shape: tuple[int, ...], d: dt.DType) -> None:
         from .errors import ShapeError
 
         raise ShapeError(f"storage size calculation overflowed with sizes={list(shape)} ({d})")
+    spec = device.spec
+    while spec[0] in ("autodiff", "fusion"):  # decorators: the device they wrap holds the data
+        spec = spec[1]
+    if spec[0] == "cube" and spec[1] != "cpu":
+        # a GPU's allocator judges its own memory (it raises OutOfMemoryError with the driver's
+        # error and the pool's figures); only sizes past any device's memory fail here
+        if nbytes > 1 << 48:
+            from .errors import OutOfMemoryError
+
+            raise OutOfMemoryError(f"cannot allocate {nbytes} bytes for a tensor of shape {tuple(shape)} ({d}) "
+                                   f"on {device}: more than any device holds", requested=nbytes, device=str(device))
+        return
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -161,14 +176,15 @@ def _check_size(shape: tuple[int, ...], d: dt.DType) -> None:
         from .errors import OutOfMemoryError
 
         raise OutOfMemoryError(f"cannot allocate {nbytes} bytes for a tensor of shape {tuple(shape)} ({d}): this "
-                               f"machine has {total} bytes of memory")
+                               f"machine has {total} bytes of memory", requested=nbytes, device=str(device))
 
 
 def _filled(value: float, size: tuple[Any, ...], dtype: Any, device: Any, requires_grad: bool) -> Tensor:
     shape = S.sizes_arg(size)
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
-    _check_size(shape, d)
-    bk = _device(device).backend()
+    dev = _device(device)
+    _check_size(shape, d, dev)
+    bk = dev.backend()
     v = _scalar_for(d, value)
     return _finish(_make(bk.full(shape, v, d), bk, d), requires_grad)
 

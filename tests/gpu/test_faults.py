@@ -144,7 +144,9 @@ def test_an_illegal_address_names_the_kernel_and_loses_only_the_device(cuda_clie
     assert f is not None and f["type"] == "CudaFaultError", f
     assert f["kernel"].startswith("scribble_far_f32_"), f
     assert f"in kernel {f['kernel']}" in f["text"]
-    assert f["code"] in (700, 719), f  # an illegal address (or, on some drivers, "launch failed")
+    # an illegal address, an address in no space (717: what an H200 reports for this write),
+    # or on some drivers "launch failed"
+    assert f["code"] in (700, 717, 719), f
     for what, later in r["later"].items():
         assert later is not None and later["type"] == "CudaFaultError", (what, later)
         assert (later["kernel"], later["code"], later["call"]) == (f["kernel"], f["code"], f["call"]), what

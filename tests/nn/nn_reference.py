@@ -26,7 +26,7 @@ _OLD_TORCH = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2
 def same_repr(ember_module: Any, torch_module: Any) -> bool:
     """Whether an ember module prints as the installed torch prints its twin."""
     e, t = repr(ember_module), repr(torch_module)
-    return e == t or (_OLD_TORCH and e.replace(", bias=True", "") == t)
+    return e == t or (_OLD_TORCH and e.replace(", bias=True", "").replace(", bias=False", "") == t)
 
 
 def np_of(t: Any) -> np.ndarray:
