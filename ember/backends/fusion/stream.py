@@ -302,7 +302,8 @@ class Stream:
         stats.last_blocks = ran = []
         # A failed op fails only what depends on it (docs/evaluation.md): the ops after it still
         # run unless one of their inputs is a result that was never computed (an unfused block
-        # goes op by op; a fused block fails or skips whole). The first failure is raised once
+        # goes op by op; a fused block fails whole, and runs op by op when it reads a missing
+        # result: it may group independent ops). The first failure is raised once
         # every independent op has run.
         failure: list[Exception] = []
         missing: set[int] = set()  # ids of results of failed or skipped ops
@@ -427,8 +428,9 @@ class Stream:
     def _run_block(block: Block, block_ops: list[OperationIr], inner: Any, env: dict[int, Any],
                    stats: FusionStats, ran: list[tuple[str, list[str]]], failure: list[Exception],
                    missing: set[int]) -> None:
-        """Run one block; an op (unfused) or the block (fused) whose inputs include a ``missing``
-        result is skipped, one that raises joins ``missing`` and its exception ``failure``."""
+        """Run one block; an op whose inputs include a ``missing`` result is skipped (a fused
+        block that reads one runs op by op), an op or fused block that raises joins ``missing``
+        and its exception ``failure``."""
         def depends(group: list[OperationIr]) -> bool:
             return bool(missing) and any(t.id in missing for o in group for t in o.inputs)
 
@@ -442,9 +444,12 @@ class Stream:
                 e.add_note(f"ember: raised while executing the queued block [{names}] of a fusion stream")
                 failure.append(e)
 
+        if block.fuser is not None and depends(block_ops):
+            # a fused block may group independent ops (the horizontal fuser joins unrelated
+            # elementwise ops into one launch): one that reads a missing result runs op by op
+            # instead, so its ops that do not depend on the failure still get their values
+            block = Block(block.start, block.stop)
         if block.fuser is not None:
-            if depends(block_ops):
-                return failed(block_ops, None)
             stats.fused_blocks += 1
             try:
                 if tracing.active:
