@@ -56,6 +56,8 @@ def _server(fake: _FastFake, monkeypatch) -> CudaServer:
     s = object.__new__(CudaServer)
     s.ctx, s._fast, s._stream_h, s.launches = object(), fake, 1, 0
     s._stream_p = ctypes.c_void_p(1)
+    s.index, s._lock = 0, threading.RLock()
+    s.init_fault_record()
     s.cu = types.SimpleNamespace(CUresult=int)
     monkeypatch.setattr(cuda, "_current", types.SimpleNamespace(ctx=s.ctx))
     monkeypatch.setattr(cuda, "_err_text", lambda err: f"error {int(err)}")
@@ -142,8 +144,8 @@ def test_a_failed_launch_raises_and_frees_the_block(monkeypatch):
     s = _server(fake, monkeypatch)
     k = _kernel(False)
     v = _View(np.empty(8, np.uint8), 0, dt.float32)
-    fake.fail = 700
-    with pytest.raises(CudaError, match="error 700"):
+    fake.fail = 1  # CUDA_ERROR_INVALID_VALUE: not sticky (700 would lose the context)
+    with pytest.raises(CudaError, match="error 1$"):
         s.launch(k, [v], None, types.SimpleNamespace(x=1, y=1, z=1))
     fake.fail = 0
     s.launch(k, [v], None, types.SimpleNamespace(x=1, y=1, z=1))
@@ -214,8 +216,8 @@ def test_a_replayer_launches_its_step_over_the_buffers_of_each_call(monkeypatch)
     finally:
         lock.release()
     assert fake.launches[-1] == ((bufs[2].ptr, bufs[1].ptr + 4, bufs[0].ptr + 8), (77,), (4, 2, 1))
-    fake.fail = 700
-    with pytest.raises(CudaError, match="error 700"):
+    fake.fail = 1  # not sticky: the server stays usable
+    with pytest.raises(CudaError, match="error 1$"):
         go(bufs)
     assert not lock.locked() and s.launches == 6
     empty = types.SimpleNamespace(x=0, y=1, z=1)

@@ -242,6 +242,7 @@ def _fake_server():
     from ember.cube.runtime.service import InlineChannel
 
     s.downstream = InlineChannel(s.stage)
+    s.init_fault_record()
     return s
 
 

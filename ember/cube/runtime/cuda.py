@@ -296,6 +296,13 @@ class CudaServer(Preparing):
         #: compiles started while preparing, by KernelId: (source, future of the compile)
         self._prepared: dict[KernelId, tuple[CompiledSource, Any]] = {}
         self._pool: Any = None
+        self.init_fault_record()
+        _servers[_ctx_key(self.ctx)] = self
+
+    # ---------------------------------------------------------------- faults
+    def init_fault_record(self) -> None:
+        """The state that names a faulting kernel (also set up by tests that build a server
+        without a driver)."""
         #: entries of the last launches, oldest first (a fault's message names them); appended
         #: after each successful launch: a deque append, the only per-launch cost of the record
         self.recent: deque[str] = deque(maxlen=RECENT_LAUNCHES)
@@ -306,9 +313,7 @@ class CudaServer(Preparing):
         self.fault: CudaFaultError | None = None
         #: ``launches`` when a sync last succeeded: a fault lies in the launches after it
         self.synced = 0
-        _servers[_ctx_key(self.ctx)] = self
 
-    # ---------------------------------------------------------------- faults
     def lost(self, err: Any, what: str) -> CudaFaultError:
         """Mark the device lost by sticky error ``err``, reported by driver call ``what``; the
         error to raise (the first fault wins when threads race to report it)."""
