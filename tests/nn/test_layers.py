@@ -233,6 +233,10 @@ FUNCS = [
     ("cosine_similarity", lambda f, x: f.cosine_similarity(x, x.flip(0) * 2.0 - 1.0, dim=1)),
     ("pairwise_distance", lambda f, x: f.pairwise_distance(x, x.flip(1))),
     ("pairwise_distance_p1", lambda f, x: f.pairwise_distance(x, x * 0.5, p=1.0, keepdim=True)),
+    # p <= 0: the norm itself is clamped to eps (clamping the sum before the root would need eps ** p)
+    ("normalize_p_neg1", lambda f, x: f.normalize(x, p=-1.0, dim=1)),
+    ("normalize_p0_neg_inf", lambda f, x: f.normalize(x, p=0.0, dim=1) + f.normalize(x, p=-float("inf"), dim=0)),
+    ("pairwise_distance_p_neg1", lambda f, x: f.pairwise_distance(x, x.flip(1), p=-1.0)),
     ("dropout_eval", lambda f, x: f.dropout(x, 0.4, training=False)),
     ("layer_norm", lambda f, x: f.layer_norm(x, (6,), eps=1e-3)),
     ("rms_norm", lambda f, x: f.rms_norm(x, [6])),
@@ -258,6 +262,18 @@ def test_functional_matches_torch(case, autodiff_device, rng):
     ty.backward(torch.from_numpy(g).to(ty.dtype))
     ey.backward(ember.tensor(g, device=autodiff_device).to(ey.dtype))
     assert_close(ex.grad, tx.grad, what=f"{name} grad")
+
+
+def test_prelu_single_weight_keeps_input_shape(rng):
+    # one weight of shape (1,) scales a 0-d input into a 0-d result, as torch
+    for shape, wshape in (((), (1,)), ((), ()), ((5,), ()), ((2, 3), (1,))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        w = rng.standard_normal(wshape).astype(np.float32)
+        got, want = F.prelu(ember.tensor(x), ember.tensor(w)), TF.prelu(torch.tensor(x), torch.tensor(w))
+        assert tuple(got.shape) == tuple(want.shape)
+        assert_close(got, want)
+    with pytest.raises(RuntimeError, match="scalar or 1D"):
+        F.prelu(ember.ones(2, 3), ember.ones(1, 1))
 
 
 def test_one_hot(rng):
