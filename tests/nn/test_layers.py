@@ -142,6 +142,23 @@ def test_batch_norm_errors():
         F.batch_norm(ember.randn(4, 3), None, None, training=False)
 
 
+def test_norms_of_an_empty_batch(rng):
+    # as torch: an empty result, the running statistics unchanged (group_norm's reshape to
+    # (0, groups, -1) was ambiguous; batch_norm refused "1 value per channel" for 0 values)
+    w, b = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    rm, rv = ember.zeros(4), ember.ones(4)
+    y = F.batch_norm(ember.zeros(0, 4, 3), rm, rv, ember.tensor(w), ember.tensor(b), training=True)
+    assert tuple(y.shape) == (0, 4, 3)
+    np.testing.assert_array_equal(rm.numpy(), np.zeros(4))
+    np.testing.assert_array_equal(rv.numpy(), np.ones(4))
+    for shape in ((0, 4), (0, 4, 3)):
+        x = ember.zeros(shape, requires_grad=True)
+        y = F.group_norm(x, 2, ember.tensor(w), ember.tensor(b))
+        assert tuple(y.shape) == shape
+        y.sum().backward()
+        assert tuple(x.grad.shape) == shape
+
+
 def test_embedding_matches_torch(autodiff_device, rng):
     tm = tnn.Embedding(10, 4, padding_idx=2)
     em = enn.Embedding(10, 4, padding_idx=2).to(autodiff_device)
