@@ -151,6 +151,10 @@ def test_norms_of_an_empty_batch(rng):
     assert tuple(y.shape) == (0, 4, 3)
     np.testing.assert_array_equal(rm.numpy(), np.zeros(4))
     np.testing.assert_array_equal(rv.numpy(), np.ones(4))
+    for training in (True, False):  # torch takes an empty 1-D input (and no other 1-D one)
+        assert tuple(F.batch_norm(ember.zeros(0), ember.zeros(0), ember.ones(0), training=training).shape) == (0,)
+    with pytest.raises(ValueError, match="2D or higher"):
+        F.batch_norm(ember.zeros(3), ember.zeros(3), ember.ones(3))
     for shape in ((0, 4), (0, 4, 3)):
         x = ember.zeros(shape, requires_grad=True)
         y = F.group_norm(x, 2, ember.tensor(w), ember.tensor(b))

@@ -128,6 +128,9 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     ``running = (1 - momentum) * running + momentum * batch`` with the *unbiased* variance
     (the buffers are rebound in place); in eval, the running statistics."""
     if input.ndim < 2:
+        if input.ndim == 1 and input.numel() == 0:  # torch returns an empty 1-D input as it is
+            x, back = _upcast(input)
+            return _affine(x, weight, bias, back, (0,))
         raise ValueError(f"expected 2D or higher input (got {input.ndim}D input)")
     dims = (0,) + tuple(range(2, input.ndim))
     cs = _channel_shape(input)
