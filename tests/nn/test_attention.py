@@ -66,6 +66,21 @@ def test_sdpa_errors_and_dropout():
     assert np.abs(mean - full).max() < 0.25 * np.abs(full).max() + 0.1
 
 
+def test_sdpa_dropout_drops_and_rescales_probabilities(rng):
+    # value = identity: the output is the dropped attention matrix, each probability either
+    # zeroed or scaled by 1 / (1 - p), as torch's dropout (whose mask the OpInfo harness cannot
+    # reproduce: it compares the attention entries with dropout_p = 0)
+    q = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    k = rng.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    eye = np.broadcast_to(np.eye(6, dtype=np.float32), (2, 3, 6, 6))
+    probs = TF.scaled_dot_product_attention(torch.tensor(q), torch.tensor(k), torch.tensor(eye)).numpy()
+    ember.manual_seed(3)
+    got = F.scaled_dot_product_attention(ember.tensor(q), ember.tensor(k), ember.tensor(eye), dropout_p=0.25).numpy()
+    kept = got != 0
+    np.testing.assert_allclose(got[kept], probs[kept] / 0.75, rtol=1e-5)
+    assert 0.5 < kept.mean() < 0.95  # 144 draws of keep-probability 0.75
+
+
 # (id, MultiheadAttention kwargs, L, S, forward kwargs builder, runs on the slow device)
 MHA = [
     ("self_weights", dict(), 4, 4, lambda rng: {}, True),

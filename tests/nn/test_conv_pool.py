@@ -90,6 +90,21 @@ def test_max_pool_indices(kwargs, rng):
     assert (ei.numpy() == ti.numpy()).all()
 
 
+def test_pool_indices_with_unit_trailing_windows(rng):
+    # a window of size 1 in the last dims: the flat window offset must be used up by the earlier
+    # dims (it was read again as the offset of the unit dims: wrong indices)
+    x = rng.standard_normal((2, 3, 4, 5, 6)).astype(np.float32)
+    cases = [(F.max_pool3d, TF.max_pool3d, x, ((2, 1, 1),)), (F.max_pool2d, TF.max_pool2d, x[0], ((2, 1),)),
+             (F.max_pool3d, TF.max_pool3d, x, ((2, 2, 1), (1, 2, 1))),
+             (F.adaptive_max_pool3d, TF.adaptive_max_pool3d, x, ((2, 3, None),)),
+             (F.adaptive_max_pool2d, TF.adaptive_max_pool2d, x[0], ((3, None),))]
+    for ef, tf, xv, args in cases:
+        ey, ei = ef(ember.tensor(xv), *args, return_indices=True)
+        ty, ti = tf(torch.tensor(xv), *args, return_indices=True)
+        assert_close(ey, ty)
+        np.testing.assert_array_equal(ei.numpy(), ti.numpy())
+
+
 def test_max_unpool(rng):
     x = rng.standard_normal((2, 3, 6, 4)).astype(np.float32)
     _, ei = F.max_pool2d(ember.tensor(x), 2, return_indices=True)

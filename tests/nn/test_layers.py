@@ -142,6 +142,27 @@ def test_batch_norm_errors():
         F.batch_norm(ember.randn(4, 3), None, None, training=False)
 
 
+def test_norms_of_an_empty_batch(rng):
+    # as torch: an empty result, the running statistics unchanged (group_norm's reshape to
+    # (0, groups, -1) was ambiguous; batch_norm refused "1 value per channel" for 0 values)
+    w, b = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    rm, rv = ember.zeros(4), ember.ones(4)
+    y = F.batch_norm(ember.zeros(0, 4, 3), rm, rv, ember.tensor(w), ember.tensor(b), training=True)
+    assert tuple(y.shape) == (0, 4, 3)
+    np.testing.assert_array_equal(rm.numpy(), np.zeros(4))
+    np.testing.assert_array_equal(rv.numpy(), np.ones(4))
+    for training in (True, False):  # torch takes an empty 1-D input (and no other 1-D one)
+        assert tuple(F.batch_norm(ember.zeros(0), ember.zeros(0), ember.ones(0), training=training).shape) == (0,)
+    with pytest.raises(ValueError, match="2D or higher"):
+        F.batch_norm(ember.zeros(3), ember.zeros(3), ember.ones(3))
+    for shape in ((0, 4), (0, 4, 3)):
+        x = ember.zeros(shape, requires_grad=True)
+        y = F.group_norm(x, 2, ember.tensor(w), ember.tensor(b))
+        assert tuple(y.shape) == shape
+        y.sum().backward()
+        assert tuple(x.grad.shape) == shape
+
+
 def test_embedding_matches_torch(autodiff_device, rng):
     tm = tnn.Embedding(10, 4, padding_idx=2)
     em = enn.Embedding(10, 4, padding_idx=2).to(autodiff_device)
@@ -233,6 +254,10 @@ FUNCS = [
     ("cosine_similarity", lambda f, x: f.cosine_similarity(x, x.flip(0) * 2.0 - 1.0, dim=1)),
     ("pairwise_distance", lambda f, x: f.pairwise_distance(x, x.flip(1))),
     ("pairwise_distance_p1", lambda f, x: f.pairwise_distance(x, x * 0.5, p=1.0, keepdim=True)),
+    # p <= 0: the norm itself is clamped to eps (clamping the sum before the root would need eps ** p)
+    ("normalize_p_neg1", lambda f, x: f.normalize(x, p=-1.0, dim=1)),
+    ("normalize_p0_neg_inf", lambda f, x: f.normalize(x, p=0.0, dim=1) + f.normalize(x, p=-float("inf"), dim=0)),
+    ("pairwise_distance_p_neg1", lambda f, x: f.pairwise_distance(x, x.flip(1), p=-1.0)),
     ("dropout_eval", lambda f, x: f.dropout(x, 0.4, training=False)),
     ("layer_norm", lambda f, x: f.layer_norm(x, (6,), eps=1e-3)),
     ("rms_norm", lambda f, x: f.rms_norm(x, [6])),
@@ -258,6 +283,18 @@ def test_functional_matches_torch(case, autodiff_device, rng):
     ty.backward(torch.from_numpy(g).to(ty.dtype))
     ey.backward(ember.tensor(g, device=autodiff_device).to(ey.dtype))
     assert_close(ex.grad, tx.grad, what=f"{name} grad")
+
+
+def test_prelu_single_weight_keeps_input_shape(rng):
+    # one weight of shape (1,) scales a 0-d input into a 0-d result, as torch
+    for shape, wshape in (((), (1,)), ((), ()), ((5,), ()), ((2, 3), (1,))):
+        x = rng.standard_normal(shape).astype(np.float32)
+        w = rng.standard_normal(wshape).astype(np.float32)
+        got, want = F.prelu(ember.tensor(x), ember.tensor(w)), TF.prelu(torch.tensor(x), torch.tensor(w))
+        assert tuple(got.shape) == tuple(want.shape)
+        assert_close(got, want)
+    with pytest.raises(RuntimeError, match="scalar or 1D"):
+        F.prelu(ember.ones(2, 3), ember.ones(1, 1))
 
 
 def test_one_hot(rng):

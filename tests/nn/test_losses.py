@@ -130,6 +130,22 @@ def test_loss_matches_torch(case, reduction, autodiff_device, rng):
         assert_close(ed[k].grad, td[k].grad, what=f"{name} {reduction} grad of {k}")
 
 
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_multi_margin_loss_single_sample_shapes(reduction, rng):
+    # a 0-d input is one sample of one class; a 1-D one is one sample whose result has the
+    # target's shape under reduction="none", as torch
+    for x, t in (((), 0), ((5,), 2), ((5,), [3])):
+        xv = rng.standard_normal(x).astype(np.float32)
+        ex, tx = ember.tensor(xv, requires_grad=True), torch.tensor(xv, requires_grad=True)
+        el = F.multi_margin_loss(ex, ember.tensor(t), margin=2.0, reduction=reduction)
+        tl = TF.multi_margin_loss(tx, torch.tensor(t), margin=2.0, reduction=reduction)
+        assert tuple(el.shape) == tuple(tl.shape)
+        assert_close(el, tl)
+        el.sum().backward()
+        tl.sum().backward()
+        assert_close(ex.grad, tx.grad)
+
+
 def test_cross_entropy_all_ignored_is_nan():
     x = ember.randn(3, 4)
     t = ember.tensor([-100, -100, -100])

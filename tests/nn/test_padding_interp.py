@@ -41,6 +41,16 @@ def test_pad_matches_torch(case, autodiff_device, rng):
     check_fn(autodiff_device, rng, F.pad, TF.pad, [shape], kwargs, what=name)
 
 
+def test_pad_of_an_empty_batch_backward(autodiff_device, rng):
+    # the input's gradient is an empty window (offset past the end) of the padded gradient's
+    # empty buffer: reading it back raised on the Cube devices
+    x = ember.tensor(np.zeros((0, 3, 3, 3), np.float32), device=autodiff_device, requires_grad=True)
+    y = F.pad(x, (1, 1, 1, 1, 1, 1), "constant", 1.0)
+    assert tuple(y.shape) == (0, 5, 5, 5)
+    (y * ember.tensor(np.zeros((0, 5, 5, 5), np.float32), device=autodiff_device)).sum().backward()
+    assert x.grad.numpy().shape == (0, 3, 3, 3)
+
+
 def test_pad_errors():
     x = ember.randn(1, 3, 4)
     with pytest.raises(RuntimeError, match="less than the corresponding input dimension"):

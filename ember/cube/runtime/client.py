@@ -70,6 +70,8 @@ class ComputeClient:
         if capture.active:
             capture.broken("a read back")
         self.server.sync()
+        if 0 in shape:  # no elements: numpy refuses an offset past the end of a (0-byte) buffer
+            return np.empty(shape, dtype)
         return np.array(buf.view(dtype, shape, strides, byte_offset), copy=True, order="C")
 
     def read_scalar(self, buf: Buffer, dtype: np.dtype, byte_offset: int = 0) -> Any:

@@ -156,8 +156,11 @@ def hardswish(input: Tensor, inplace: bool = False) -> Tensor:
 def prelu(input: Tensor, weight: Tensor) -> Tensor:
     """As torch.nn.functional.prelu: ``weight`` (one value, or one per channel = dim 1)
     scales the negative part."""
-    w = weight
-    if weight.numel() != 1:
+    if weight.ndim > 1:
+        raise RuntimeError(f"prelu: Expected `weight` to be a scalar or 1D tensor, but got: ndim = {weight.ndim}")
+    if weight.numel() == 1:
+        w = weight.reshape(())  # one weight for every element: 0-d, so the result has input's shape
+    else:  # one weight per channel (dim 1)
         if input.ndim < 2 or input.shape[1] != weight.numel():
             raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
                                f"{weight.numel()} and channel size = {input.shape[1] if input.ndim > 1 else 1}.")

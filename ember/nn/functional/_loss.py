@@ -435,7 +435,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
     red = _reduction(size_average, reduce, reduction)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
-    x = input if input.ndim == 2 else input.unsqueeze(0)
+    x = input if input.ndim == 2 else input.reshape(1, -1)  # a 0-d input is one sample of one class
     t = (target if target.ndim == 1 else target.reshape(1)).to(dt.int64)
     c = x.shape[1]
     xy = x.gather(1, t.unsqueeze(1))
@@ -448,7 +448,7 @@ def multi_margin_loss(input: Tensor, target: Tensor, p: int = 1, margin: float =
 
     not_y = t.unsqueeze(1) != arange(c, device=x.device).unsqueeze(0)
     loss = where(not_y, z, 0.0).sum(1) / c
-    if input.ndim == 1 and red == "none":
-        loss = loss.squeeze(0)
+    if input.ndim < 2 and red == "none":
+        loss = loss.reshape(target.shape)  # as torch: () for a 0-d target, (1,) for a (1,) one
     return _reduce(loss, red)
 

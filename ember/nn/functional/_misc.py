@@ -14,7 +14,12 @@ __all__ = ["normalize", "cosine_similarity", "pairwise_distance"]
 def _norm_at_least(x: Tensor, p: float, dim: int, eps: float, keepdim: bool = True) -> Tensor:
     """``max(||x||_p, eps)`` along ``dim``. For p = 2 the clamp is applied to the sum of
     squares (``sqrt(max(s, eps**2))``, the same value) so a zero vector gets a zero gradient
-    instead of NaN (sqrt's derivative at 0)."""
+    instead of NaN (sqrt's derivative at 0). Clamping the root's argument is the same value
+    only for ``p > 0`` (``s ** (1/p)`` increasing); for ``p <= 0`` (0: the count of non-zeros,
+    negative p, -inf: the smallest magnitude) the norm is clamped itself, as torch."""
+    if p <= 0:
+        n = x.norm(p, dim, keepdim)
+        return n.clamp(min=eps) if eps > 0 else n
     if p == 2:
         return (x * x).sum(dim, keepdim=keepdim).clamp(min=eps * eps).sqrt()
     if p == 1:

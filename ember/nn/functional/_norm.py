@@ -115,7 +115,7 @@ def group_norm(input: Tensor, num_groups: int, weight: Tensor | None = None, bia
         raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input of "
                            f"shape {list(input.shape)} and num_groups={num_groups}")
     x, back = _upcast(input)
-    g = x.reshape(n, num_groups, -1)
+    g = x.reshape(n, num_groups, input.numel() // max(n * num_groups, 1))  # explicit: -1 is ambiguous when n = 0
     y = _normalise(g, (2,), eps).reshape(input.shape)
     return _affine(y, weight, bias, back, _channel_shape(input))
 
@@ -128,15 +128,20 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     ``running = (1 - momentum) * running + momentum * batch`` with the *unbiased* variance
     (the buffers are rebound in place); in eval, the running statistics."""
     if input.ndim < 2:
+        if input.ndim == 1 and input.numel() == 0:  # torch returns an empty 1-D input as it is
+            x, back = _upcast(input)
+            return _affine(x, weight, bias, back, (0,))
         raise ValueError(f"expected 2D or higher input (got {input.ndim}D input)")
     dims = (0,) + tuple(range(2, input.ndim))
     cs = _channel_shape(input)
     x, back = _upcast(input)
     if training:
-        count = input.numel() // input.shape[1]
-        if count <= 1:
+        count = input.numel() // input.shape[1] if input.shape[1] else 0
+        if count == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{list(input.shape)}")
+        if count == 0:  # an empty batch: an empty result, the running statistics unchanged (as torch)
+            return _affine(x, weight, bias, back, cs)
         mean = x.mean(dims, keepdim=True)
         xc = x - mean
         var = (xc * xc).mean(dims, keepdim=True)

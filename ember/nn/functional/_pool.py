@@ -95,9 +95,10 @@ def _max_pool(input: Tensor, nd: int, kernel_size: Any, stride: Any, padding: An
     flat = None
     rest = arg
     for i in range(nd):
+        # invariant: rest < prod(k[i:]), so off < k[i]; rest keeps what the later dims index
         inner = math.prod(k[i + 1:])
         off = EF.floor_divide(rest, inner) if inner > 1 else rest
-        rest = rest - off * inner if inner > 1 else rest
+        rest = rest - off * inner
         base = np.arange(out[i], dtype=np.int64) * s[i] - p[i]
         base = base.reshape((out[i],) + (1,) * (nd - 1 - i))
         coord = off * d[i] + EC.tensor(base, dtype=dt.int64, device=x.device)
@@ -355,9 +356,10 @@ def _adaptive_max(input: Tensor, output_size: Any, return_indices: bool, nd: int
     flat = None
     rest = arg
     for i in range(nd):
+        # invariant: rest < prod(ks[i:]), so off < ks[i]; rest keeps what the later dims index
         inner = math.prod(ks[i + 1:])
         off = EF.floor_divide(rest, inner) if inner > 1 else rest
-        rest = rest - off * inner if inner > 1 else rest
+        rest = rest - off * inner
         # coordinate = wins[i][o, off]: gather from a per-position table
         table = EC.tensor(wins[i], dtype=dt.int64, device=x.device)  # (out_i, kmax_i)
         view = (1, 1) + tuple(out[j] if j == i else 1 for j in range(nd)) + (ks[i],)
