@@ -192,15 +192,17 @@ def test_dtype_casts_keep_identity_and_skip_integer_buffers():
 def test_to_plain_device_and_back_and_strings():
     m = enn.Linear(2, 2)
     w = m.weight
-    m.to("cpu")  # ember's "cpu" is the fused Cube CPU device, without autodiff
+    m.to(Device.cpu())  # the fused Cube CPU device without autodiff: values only
     assert m.weight is w and w.device == Device.cpu() and not w.requires_grad
     y = m(ember.randn(3, 2, device=Device.cpu()))
     assert y.shape == (3, 2)
-    m.to("flex+autodiff")
+    m.to("flex+autodiff")  # tracked again on an autodiff device
+    assert w.requires_grad and w.device == Device.flex().autodiff()
+    m.to("cpu")  # the host: a host tensor stays where it is, autodiff kept
     assert w.requires_grad and w.device == Device.flex().autodiff()
     m.to(Device.flex())
     m.cpu()
-    assert w.requires_grad and w.device == Device.flex().autodiff()
+    assert w.device == Device.flex() and not w.requires_grad
     t = ember.zeros(1, device=Device.cpu().autodiff(), dtype=ember.float64)
     m.to(t)
     assert w.device == Device.cpu().autodiff() and w.dtype is ember.float64 and w.requires_grad
@@ -457,3 +459,16 @@ def test_loss_weight_buffers_in_state_dict():
     tb = tnn.BCEWithLogitsLoss(pos_weight=torch.ones(3))
     assert list(eb.state_dict()) == list(tb.state_dict())
     em.load_state_dict(torch_state_to_numpy(tm))
+
+
+def test_to_cpu_string_keeps_training_on_the_host():
+    """``model.to("cpu")`` (the commonest line of a ported script) means the host, as
+    ``Tensor.to("cpu")``: parameters stay on their host device with autodiff, so the model trains."""
+    m = enn.Linear(3, 2)
+    w = m.weight
+    m.to("cpu")
+    assert m.weight is w and m.weight.requires_grad and m.weight.device.is_autodiff
+    m(ember.randn(4, 3)).sum().backward()
+    assert m.weight.grad.shape == (2, 3)
+    dev = ember.Device.cpu().autodiff()
+    assert enn.Linear(3, 2).to(dev).cpu().weight.device == dev

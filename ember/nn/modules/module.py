@@ -75,6 +75,10 @@ def _addindent(s: str, n: int) -> str:
     return lines[0] + "\n" + "\n".join(" " * n + line for line in lines[1:])
 
 
+#: ``Module.to("cpu")``'s target: each tensor's own host device (``Tensor.cpu``)
+_HOST: Any = object()
+
+
 def _parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Device | None, dt.DType | None]:
     """torch's ``Module.to`` signatures: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``,
     ``to(tensor)``, keywords ``device=``/``dtype=``/``non_blocking=`` (accepted, ignored)."""
@@ -97,7 +101,10 @@ def _parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Device | N
         else:
             dtype = a
     if isinstance(device, str):
-        device = Device.parse(device)
+        # "cpu" means the host, as Tensor.to("cpu") / .cpu(): a tensor on a host device stays
+        # there with its autodiff wrapping (so ``model.to("cpu")`` keeps training); other
+        # strings name a device exactly
+        device = _HOST if device.strip().lower() in ("cpu", "cpu:0") else Device.parse(device)
     d = None
     if dtype is not None:
         d = dt.as_dtype(dtype)
@@ -511,13 +518,16 @@ class Module:
         return self
 
     def to(self, *args: Any, **kwargs: Any) -> Module:
-        """As torch: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)`` (a string
-        device such as ``"cpu"`` is ``Device.parse``'d). Floating point state takes the dtype;
+        """As torch: ``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(tensor)``. ``"cpu"``
+        means the host as ``Tensor.to("cpu")`` does (a host tensor stays on its device, autodiff
+        kept); other strings are ``Device.parse``'d. Floating point state takes the dtype;
         Parameter objects keep their identity."""
         device, d = _parse_to(args, kwargs)
 
         def fn(t: Tensor) -> Tensor:
-            if device is not None and t.device != device:
+            if device is _HOST:
+                t = t.cpu()
+            elif device is not None and t.device != device:
                 t = t.to(device)
             if d is not None and t._dt.is_floating_point and t._dt is not d:
                 t = t.to(d)
@@ -526,9 +536,9 @@ class Module:
         return self._apply_tensors(fn)
 
     def cpu(self) -> Module:
-        """As torch: move to the CPU; in ember that is the reference device with autodiff
-        (``Device.flex().autodiff()``), so the module keeps training."""
-        return self.to(Device.flex().autodiff())
+        """As torch: move to the host (``Tensor.cpu`` per tensor: host tensors stay where they are,
+        GPU tensors go to the default host device), keeping autodiff so the module trains."""
+        return self.to("cpu")
 
     def _cast(self, d: dt.DType) -> Module:
         return self._apply_tensors(lambda t: t.to(d) if t._dt.is_floating_point and t._dt is not d else t)
