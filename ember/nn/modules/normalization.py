@@ -26,6 +26,29 @@ __all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "B
            "InstanceNorm2d", "InstanceNorm3d"]
 
 
+def _affine_parameters(m: Module, shape: tuple[int, ...], affine: bool, bias: bool, device: Any,
+                       dtype: Any) -> None:
+    """Register a norm's ``weight`` and ``bias`` of ``shape`` (None in their place when
+    ``affine`` / ``bias`` is off), as torch's norm layers; values come from ``_reset_affine``."""
+    if affine:
+        m.weight = Parameter(empty(shape, device=device, dtype=dtype))
+        if bias:
+            m.bias = Parameter(empty(shape, device=device, dtype=dtype))
+        else:
+            m.register_parameter("bias", None)
+    else:
+        m.register_parameter("weight", None)
+        m.register_parameter("bias", None)
+
+
+def _reset_affine(m: Module) -> None:
+    """A norm's weight to 1 and bias to 0 (torch's), where it has them."""
+    if m.weight is not None:
+        init.ones_(m.weight)
+    if m.bias is not None:
+        init.zeros_(m.bias)
+
+
 class LayerNorm(Module):
     """As torch.nn.LayerNorm(normalized_shape, eps=1e-5, elementwise_affine=True, bias=True)."""
 
@@ -35,23 +58,12 @@ class LayerNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, self.normalized_shape, elementwise_affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """weight 1, bias 0 (torch's)."""
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         """As torch.nn.LayerNorm.forward."""
@@ -105,23 +117,12 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(empty((num_channels,), device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty((num_channels,), device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (num_channels,), affine, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """weight 1, bias 0."""
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def forward(self, input: Tensor) -> Tensor:
         """As torch.nn.GroupNorm.forward."""
@@ -148,15 +149,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(empty((num_features,), device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty((num_features,), device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, (num_features,), affine, bias, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
@@ -178,10 +171,7 @@ class _NormBase(Module):
     def reset_parameters(self) -> None:
         """Running statistics reset; weight 1, bias 0."""
         self.reset_running_stats()
-        if self.weight is not None:
-            init.ones_(self.weight)
-        if self.bias is not None:
-            init.zeros_(self.bias)
+        _reset_affine(self)
 
     def _check_input_dim(self, input: Tensor) -> None:
         if input.ndim not in self._batch_ndims:
