@@ -146,6 +146,27 @@ def epochs_to_run(start: int, args: argparse.Namespace) -> range:
     return range(start, end)
 
 
+def train_epoch(model: Any, loader: Any, opt: Any, sched: Any, loss_of: Any, bar: Progress,
+                max_steps: int | None, clip: float | None = None) -> float:
+    """One epoch of (x, y) batches: ``loss_of(model(x), y)``, backward, optional gradient
+    clipping to norm ``clip``, optimizer and scheduler steps; the sample-weighted mean loss."""
+    import ember.nn.utils
+
+    total, n = 0.0, 0
+    for xb, yb in batches(loader, max_steps):
+        loss = loss_of(model(xb), yb)
+        opt.zero_grad()
+        loss.backward()
+        if clip is not None:
+            ember.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step()
+        sched.step()
+        value = loss.item()
+        total, n = total + value * len(yb), n + len(yb)
+        bar.update(value, len(yb))
+    return total / max(n, 1)
+
+
 def batches(loader: Any, max_steps: int | None) -> Iterator[Any]:
     """The loader's batches, at most ``max_steps`` of them."""
     for i, b in enumerate(loader):

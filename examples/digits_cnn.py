@@ -61,20 +61,11 @@ def main() -> float:
         ember.manual_seed(args.seed + epoch)
         model.train()
         bar = C.Progress(steps, epoch, args.epochs, plain=args.no_progress)
-        total, n = 0.0, 0
-        for xb, yb in C.batches(loader, args.max_steps):
-            loss = F.cross_entropy(model(xb), yb)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            sched.step()
-            value = loss.item()
-            total, n = total + value * len(yb), n + len(yb)
-            bar.update(value, len(yb))
+        loss = C.train_epoch(model, loader, opt, sched, F.cross_entropy, bar, args.max_steps)
         acc = accuracy(model, x_test, y_test)
-        history["train_loss"].append(total / max(n, 1))
+        history["train_loss"].append(loss)
         history["test_accuracy"].append(acc)
-        bar.close(f"loss {total / max(n, 1):.4f}, test accuracy {acc:.4f}")
+        bar.close(f"loss {loss:.4f}, test accuracy {acc:.4f}")
         C.save_checkpoint(args.out, epoch, model, opt, sched, history)
     if not args.no_plot:
         C.plot_history(history, os.path.join(args.out, "curves.png"), "digits CNN")
