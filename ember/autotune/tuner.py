@@ -33,6 +33,15 @@ How a key is tuned (``_tune``):
   included), and while any key tunes, tuned ops of other threads wait for that lock before they
   launch, so nothing that goes through the tuner runs beside a timed candidate. (Kernels that
   bypass the tuner are not held back: that would cost every launch a lock.)
+* Deferred tuning (``autotune.defer``, on by default) where the runtime compiles in the
+  background (``client.compiling``: the CPU's): a new key with no stored decision starts the
+  compiles of its candidates (``_prepare`` without waiting) and, while they run, launches the
+  set's *quick* candidate (``TunableSet(quick=...)``; by default a vendor routine, which
+  compiles nothing, else the highest priority): the first uses never wait for benchmark
+  compiles. The key tunes at its first call that finds nothing compiling and no capture open
+  (a capture would record the timed candidates); keys whose kernels are all in the store tune
+  at once. A quick choice is never stored. A capture that recorded the quick candidate replays
+  it (a correct result, perhaps not the fastest) until the process ends.
 * ``checks`` mode (``autotune.checks``): every candidate of every group with priority >= 0 runs,
   nothing ends early, stored decisions are not reused, and each output is compared with the
   reference (the vendor candidate, else the first candidate that ran); a mismatch disqualifies
@@ -142,7 +151,9 @@ class TunableSet:
     checked candidate runs, so unwritten elements are caught. ``version`` goes into the
     checksum: bump it when a candidate's meaning changes without its name changing.
     ``prepare``: whether the candidates may be called once with launches that run nothing so
-    their compiles start together (see the module docstring)."""
+    their compiles start together (see the module docstring). ``quick``: the candidate's name
+    (or ``fn(key) -> name``) that runs while a deferred key's candidates compile (None: a valid
+    vendor candidate, else the highest priority one)."""
 
     __slots__ = (
         "name",
@@ -155,6 +166,7 @@ class TunableSet:
         "poison",
         "version",
         "prepare",
+        "quick",
         "_checksum",
         "_by_name",
     )
@@ -171,6 +183,7 @@ class TunableSet:
         poison: Callable[..., None] | None = None,
         version: str = "1",
         prepare: bool = True,
+        quick: str | Callable[[tuple[Any, ...]], str] | None = None,
     ) -> None:
         self.name = name
         self.candidates = list(candidates)
@@ -182,6 +195,7 @@ class TunableSet:
         self.poison = poison
         self.version = version
         self.prepare = prepare
+        self.quick = quick
         self._checksum: str | None = None
         self._by_name: dict[str, Tunable] | None = None
 
@@ -234,6 +248,8 @@ _tuning = [0]
 _locks_guard = threading.Lock()
 #: ``on`` while this thread prepares candidates (their launches run nothing: nothing may be tuned)
 _preparing = threading.local()
+#: deferred keys (same keys as ``_decisions``) -> the quick candidate they run until they tune
+_deferred: dict[tuple[Any, ...], Tunable] = {}
 
 
 class _NotPrepared(Exception):
@@ -262,9 +278,11 @@ def forget(tset: TunableSet | None = None) -> None:
     """Drop in-memory decisions (of one set, or all); the store is untouched."""
     if tset is None:
         _decisions.clear()
+        _deferred.clear()
         return
-    for k in [k for k in _decisions if k[1] == tset.name]:
-        _decisions.pop(k, None)
+    for table in (_decisions, _deferred):
+        for k in [k for k in table if k[1] == tset.name]:
+            table.pop(k, None)
 
 
 # ------------------------------------------------------------------------------ entry points
@@ -281,21 +299,45 @@ def execute(client: Any, tset: TunableSet, *args: Any) -> Any:
             with device_lock(client):
                 return _run_cached(tset, key, w, args)
         return _run_cached(tset, key, w, args)
-    if getattr(_preparing, "on", False):
+    q = _deferred.get(mk)
+    if q is not None:
+        if getattr(_preparing, "on", False) or not _may_tune_now(client):
+            # still compiling (or preparing, or capturing): the quick candidate, as a decision runs
+            return _run_cached(tset, key, q, args, "deferred")
+        _deferred.pop(mk, None)
+    elif getattr(_preparing, "on", False):
         raise _NotPrepared(tset.name)
     with device_lock(client), tracing.span("autotune", op=tset.name, key=tset.key_text(key)) as sp:
-        w, origin = _decide(client, tset, lvl, key, mk, args)
-        sp.record(cached=origin != "tuned", origin=origin, winner=w.name)
+        w, origin, result = _decide(client, tset, lvl, key, mk, args, defer=q is None)
+        sp.record(cached=origin not in ("tuned", "deferred"), origin=origin, winner=w.name)
+        if origin == "deferred":
+            return result
         return w.fn(*args)
+
+
+def _may_tune_now(client: Any) -> bool:
+    """A deferred key tunes when nothing compiles (its candidates are ready, and no compile
+    disturbs the timing) and no capture is open (it would record the timed candidates)."""
+    cap = sys.modules.get(_CAPTURE)
+    if cap is not None and cap.active:
+        return False
+    return not client.compiling()
 
 
 _CAPTURE = "ember.cube.runtime.capture"
 
 
-def _run_cached(tset: TunableSet, key: tuple[Any, ...], w: Tunable, args: tuple[Any, ...]) -> Any:
+def _run_cached(
+    tset: TunableSet, key: tuple[Any, ...], w: Tunable, args: tuple[Any, ...], origin: str = "memory"
+) -> Any:
     if tracing.active:
-        with tracing.span("autotune", op=tset.name, key=tset.key_text(key), cached=True, origin="memory"):
+        with tracing.span("autotune", op=tset.name, key=tset.key_text(key), cached=True, origin=origin):
             return w.fn(*args)
+    return _call(w, args)
+
+
+def _call(w: Tunable, args: tuple[Any, ...]) -> Any:
+    """``w.fn(*args)``, through the capture open on this thread if any."""
     cap = sys.modules.get(_CAPTURE)  # not imported: nothing captures
     if cap is not None and cap.active:
         # a capture replays the winner's call (hand-written kernels launch raw, a vendor routine
@@ -315,13 +357,23 @@ def choose(client: Any, tset: TunableSet, *args: Any) -> Tunable:
     if w is None:
         if getattr(_preparing, "on", False):
             raise _NotPrepared(tset.name)
-        w, _ = _decide(client, tset, lvl, key, mk, args)
+        _deferred.pop(mk, None)  # asked for the winner: tuned now, waiting for the compiles
+        w = _decide(client, tset, lvl, key, mk, args)[0]
     return w
 
 
 def _decide(
-    client: Any, tset: TunableSet, lvl: keys.Level, key: tuple[Any, ...], mk: tuple[Any, ...], args: tuple[Any, ...]
-) -> tuple[Tunable, str]:
+    client: Any,
+    tset: TunableSet,
+    lvl: keys.Level,
+    key: tuple[Any, ...],
+    mk: tuple[Any, ...],
+    args: tuple[Any, ...],
+    defer: bool = False,
+) -> tuple[Tunable, str, Any]:
+    """The winner for ``mk``, where it came from (``memory``, ``store``, ``tuned``, or
+    ``deferred``: ``defer`` allowed a quick candidate while the others compile, see the module
+    docstring) and, for ``deferred`` only, what the quick candidate returned (it ran here)."""
     from ..environment import config
     from . import decisions
 
@@ -331,12 +383,22 @@ def _decide(
     with device_lock(client):
         w = _decisions.get(mk)
         if w is not None:
-            return w, "memory"
+            return w, "memory", None
         if use_store:
             w = decisions.load(dev, tset, lvl, key, args)
             if w is not None:
                 _decisions[mk] = w
-                return w, "store"
+                return w, "store", None
+        if defer and not checks and tset.prepare and config.get("autotune.defer"):
+            q = _deferrable(client, tset, key, args)
+            if q is not None:
+                # the quick candidate first: its kernels compile here, at this thread's priority,
+                # not on the pool behind the others' (candidates share kernels: pack_panels)
+                result = _call(q, args)
+                _prepare(client, tset, key, args, None, wait=False, skip=q)
+                if not _may_tune_now(client):
+                    _deferred[mk] = q
+                    return q, "deferred", result
         _tuning[0] += 1
         try:
             record = _tune(client, tset, lvl, key, args, checks)
@@ -346,7 +408,27 @@ def _decide(
         assert w is not None
         decisions.save(dev, tset, key, record)
         _decisions[mk] = w
-        return w, "tuned"
+        return w, "tuned", None
+
+
+def _deferrable(client: Any, tset: TunableSet, key: tuple[Any, ...], args: tuple[Any, ...]) -> Tunable | None:
+    """The quick candidate of a new key (None: the key tunes now): the runtime must compile in
+    the background (``client.compiling``) and the candidate be valid for ``args``."""
+    if getattr(client, "compiling", None) is None or getattr(client, "preparing", None) is None:
+        return None
+    try:
+        if tset.quick is not None:
+            q = tset.by_name(tset.quick(key) if callable(tset.quick) else tset.quick)
+            return q if q is not None and (q.valid is None or q.valid(*args)) else None
+        usable = [t for t in tset.candidates if (t.valid is None or t.valid(*args)) and t.priority_for(key) >= 0]
+        if not usable:
+            return None
+        first = min(t.group_for(key) for t in usable)
+        usable = [t for t in usable if t.group_for(key) == first]
+        vendors = [t for t in usable if t.vendor]
+        return vendors[0] if vendors else max(usable, key=lambda t: t.priority_for(key))
+    except Exception:  # a candidate's checks failing here: the tuning reports what is wrong
+        return None
 
 
 # ------------------------------------------------------------------------------ tuning
@@ -609,9 +691,18 @@ class _CheckFailed(Exception):
     pass
 
 
-def _prepare(client: Any, tset: TunableSet, key: tuple[Any, ...], args: tuple[Any, ...], lg: Any) -> None:
+def _prepare(
+    client: Any,
+    tset: TunableSet,
+    key: tuple[Any, ...],
+    args: tuple[Any, ...],
+    lg: Any,
+    wait: bool = True,
+    skip: Tunable | None = None,
+) -> None:
     """Start the compiles of the own candidates of the first group that will run (and of the
-    probes' kernel when the probes will run) together, and wait for them (module docstring)."""
+    probes' kernel when the probes will run) together, and wait for them unless not ``wait``
+    (module docstring); ``skip``: a candidate that already ran (its kernels are compiled)."""
     preparing = getattr(client, "preparing", None)
     if preparing is None:
         return
@@ -625,7 +716,7 @@ def _prepare(client: Any, tset: TunableSet, key: tuple[Any, ...], args: tuple[An
     if not runnable:
         return
     first = min(g for g, _ in runnable)
-    own = [t for g, t in runnable if g == first and not t.vendor]  # vendors compile nothing
+    own = [t for g, t in runnable if g == first and not t.vendor and t is not skip]  # vendors compile nothing
     own.sort(key=lambda t: t.prepare_order)
     t0 = time.perf_counter()
     with preparing():
@@ -645,6 +736,8 @@ def _prepare(client: Any, tset: TunableSet, key: tuple[Any, ...], args: tuple[An
                         lg.debug("%s: preparing %s failed: %s: %s", tset.name, t.name, type(e).__name__, e)
         finally:
             _preparing.on = False
+    if not wait:
+        return
     client.wait_prepared()
     if lg:
         lg.debug(

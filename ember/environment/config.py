@@ -110,6 +110,9 @@ _SPECS: dict[str, _Spec] = {
     "autotune.level": _Spec("balanced", "choice", "autotune effort", words=LEVELS),
     "autotune.disable_cache": _Spec(False, "bool", "ignore stored autotune decisions"),
     "autotune.checks": _Spec(False, "bool", "run every candidate and compare outputs"),
+    "autotune.defer": _Spec(
+        True, "bool", "a new key runs a quick candidate while its candidates compile in the background, then tunes"
+    ),
     "fusion.enabled": _Spec(True, "bool", "put the fusion decorator on JIT devices"),
     "fusion.queue_limit": _Spec(256, "int", "operations queued before a stream drains", minimum=1),
     "wgpu.default_device": _Spec(None, "str", "adapter used by Device.wgpu() default", optional=True),

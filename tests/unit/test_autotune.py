@@ -24,7 +24,8 @@ from ember.errors import CompilationError
 
 @pytest.fixture(autouse=True)
 def private_store(tmp_path):
-    with config.override({"cache.root": str(tmp_path / "cache")}):
+    # tuning at the first call (deferred tuning has its own tests: test_autotune_defer.py)
+    with config.override({"cache.root": str(tmp_path / "cache"), "autotune.defer": False}):
         store.close_store()
         autotune.forget()
         yield tmp_path / "cache"

@@ -29,7 +29,8 @@ from ember.environment import config, store
 
 @pytest.fixture(autouse=True)
 def private_store(tmp_path):
-    with config.override({"cache.root": str(tmp_path / "cache")}):
+    # tuning at the first call (deferred tuning: test_autotune_defer.py)
+    with config.override({"cache.root": str(tmp_path / "cache"), "autotune.defer": False}):
         store.close_store()
         autotune.forget()
         yield tmp_path / "cache"

@@ -103,6 +103,10 @@ class ComputeClient:
     def wait_prepared(self) -> None:
         self.server.wait_prepared()
 
+    def compiling(self) -> bool:
+        """Whether a compile is in flight on this device (the tuner's deferred keys wait for none)."""
+        return self.server.compiling()
+
     def profile(self, fn: Callable[[], Any]) -> tuple[Any, float]:
         """Run ``fn`` between two syncs; returns (its result, seconds). Host timing."""
         self.sync()

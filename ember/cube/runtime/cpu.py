@@ -464,6 +464,10 @@ class CpuServer(Preparing):
             for j in jobs:
                 j.done.wait()
 
+    def compiling(self) -> bool:
+        """Whether any compile is in flight (a read of the table's size: no lock, no wait)."""
+        return bool(self._jobs)
+
     def _compile_pool(self) -> Any:
         """The compile threads (made again after ``fork``: a child inherits the pool, not its threads)."""
         pool = self._pool
@@ -474,7 +478,9 @@ class CpuServer(Preparing):
                     from concurrent.futures import ThreadPoolExecutor
 
                     pool = self._pool = (
-                        ThreadPoolExecutor(_compile_workers(), thread_name_prefix=f"{self.stage}-cc"),
+                        ThreadPoolExecutor(
+                            _compile_workers(), thread_name_prefix=f"{self.stage}-cc", initializer=_background
+                        ),
                         os.getpid(),
                     )
         return pool[0]
@@ -723,6 +729,16 @@ def _done_job(p: CompiledKernel) -> _Job:
     job.result = p
     job.done.set()
     return job
+
+
+def _background() -> None:
+    """A compile pool thread runs at a lower priority (Linux: per thread, inherited by the
+    compilers it starts): the pool compiles tuning candidates, often while the calling thread
+    compiles and runs the kernels it needs now (``autotune``'s deferred keys), which come first."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):  # no per-thread priorities here: the pool runs as it is
+        pass
 
 
 def _compile_workers() -> int:

@@ -199,4 +199,5 @@ EPILOGUE_TUNABLES = autotune.TunableSet(
     key=_key,
     key_fields=(*_KEY_FIELDS, "epilogue"),
     bound=lambda key, tp, backend, a, b, job: matmul_bound(key, tp, backend, a, b, None),
+    quick="separate",  # while a new key's candidates compile: the product's quick choice + one small kernel
 )
