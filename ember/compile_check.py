@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from . import dtype as dt
+from . import ops
 from .errors import CompilationError
 
 __all__ = ["CompileOnlyClient", "CheckReport", "run_check", "main"]
@@ -124,8 +125,9 @@ class CompileOnlyClient:
 
 
 # --------------------------------------------------------------------------- the op sweep
-#: binary ops the Tensor API runs in a float dtype only (true division, atan2)
-_FLOAT_BINARY = frozenset({"div", "atan2"})
+#: binary ops the Tensor API runs in a float dtype only (true division, and the registry's
+#: float-only binary ops: atan2, logaddexp, hypot, ...)
+_FLOAT_BINARY = frozenset({"div"} | set(ops.names("binary", where=lambda op: op.float_only)))
 _SHAPES = ((256,), (8, 32), (3, 5, 7))  # lines of 16 / 8 / strided-odd layouts
 
 
@@ -222,7 +224,8 @@ def _sweep(bk: Any, dtypes: Iterable[dt.DType], families: set[str]) -> Iterable[
                 if num:
                     for op in base.ARG_REDUCE_OPS:
                         yield f"{op}/{tag}", getattr(bk, op), (t, dims[0], False)
-                    yield f"cumsum/{tag}", bk.cumsum, (t, dims[0])
+                    for op in ops.primitives("scan"):
+                        yield f"{op}/{tag}", getattr(bk, op), (t, dims[0])
                 if fl:
                     yield f"softmax/{tag}", bk.softmax, (t, dims[0])
                     yield f"log_softmax/{tag}", bk.log_softmax, (t, dims[0])

@@ -25,12 +25,11 @@ from .tensor import Tensor, _flat
 __all__ = [
     # elementwise
     "acos", "arccos", "asin", "arcsin", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh", "acosh",
-    "arccosh", "atanh", "arctanh", "log2", "log10", "exp2", "fmod", "lerp", "erfc", "logit", "xlogy",
-    "nan_to_num", "copysign", "frac", "heaviside", "signbit", "deg2rad", "rad2deg", "hypot", "logaddexp",
-    "logaddexp2", "sinc", "positive", "clamp_min", "clamp_max", "isposinf", "isneginf", "isreal", "isclose",
+    "arccosh", "atanh", "arctanh", "log2", "log10", "exp2", "fmod", "erfc", "logit", "xlogy",
+    "nan_to_num", "copysign", "frac", "heaviside", "signbit", "deg2rad", "rad2deg", "logaddexp2", "sinc", "positive", "clamp_min", "clamp_max", "isposinf", "isneginf", "isreal", "isclose",
     "fmax", "fmin", "ldexp", "sgn", "fix", "float_power", "addcmul", "addcdiv",
     # shape
-    "diagonal", "diag", "diag_embed", "trace", "roll", "movedim", "moveaxis", "swapdims", "hstack", "vstack",
+    "diag", "diag_embed", "trace", "movedim", "moveaxis", "swapdims", "hstack", "vstack",
     "row_stack", "dstack", "column_stack", "atleast_1d", "atleast_2d", "atleast_3d", "repeat_interleave",
     "meshgrid", "rot90", "fliplr", "flipud", "ravel", "take_along_dim", "masked_select", "diff",
     "tensor_split", "hsplit", "vsplit", "dsplit", "broadcast_to", "broadcast_shapes", "cartesian_prod",
@@ -147,15 +146,6 @@ def fmod(input: Tensor, other: Any) -> Tensor:
     return _where(fix, r - o.to(r._dt), r)
 
 
-def lerp(input: Tensor, end: Tensor, weight: Any) -> Tensor:
-    """As ``torch.lerp``: ``input + weight * (end - input)``, from ``end`` for weights >= 0.5
-    (torch's formula, exact at both ends)."""
-    diff = end - input
-    w = weight if isinstance(weight, Tensor) else input._full_like_shape((), float(weight), input._dt)
-    lo = input + w * diff
-    hi = end - diff * (1.0 - w)
-    return _where(w.abs() < 0.5, lo, hi)
-
 
 def erfc(input: Tensor) -> Tensor:
     """As ``torch.erfc`` (1 - erf(x): absolute, not relative, accuracy for large x)."""
@@ -235,23 +225,11 @@ def rad2deg(input: Tensor) -> Tensor:
     return _float(input) * (180.0 / math.pi)
 
 
-def hypot(input: Tensor, other: Tensor) -> Tensor:
-    """As ``torch.hypot``: sqrt(a^2 + b^2)."""
-    return (input * input + other * other).sqrt()
-
-
-def logaddexp(input: Tensor, other: Tensor) -> Tensor:
-    """As ``torch.logaddexp``: max + log1p(exp(-|a - b|)), and a + log 2 where a == b (so
-    equal infinities stay infinite)."""
-    m = input.maximum(other)
-    d = (input - other).abs()
-    d = _where(input == other, d._full_like_shape((), 0.0, d._dt), d)
-    return m + (-d).exp().log1p()
 
 
 def logaddexp2(input: Tensor, other: Tensor) -> Tensor:
     """As ``torch.logaddexp2``: log2(2^a + 2^b)."""
-    return logaddexp(input * _LN2, other * _LN2) * (1.0 / _LN2)
+    return (input * _LN2).logaddexp(other * _LN2) * (1.0 / _LN2)
 
 
 def sinc(input: Tensor) -> Tensor:
@@ -357,26 +335,6 @@ def addcdiv(input: Tensor, tensor1: Tensor, tensor2: Tensor, *, value: Any = 1) 
 
 
 # ----------------------------------------------------------------------------- shape
-def diagonal(input: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
-    """As ``torch.diagonal``: the diagonal of the (dim1, dim2) matrices as the last dim, taken
-    by one ``index_select`` on those dims flattened."""
-    d1, d2 = S.norm_dim(dim1, input.ndim), S.norm_dim(dim2, input.ndim)
-    if d1 == d2:
-        raise ShapeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
-    rest = [i for i in range(input.ndim) if i not in (d1, d2)]
-    x = input.permute(rest + [d1, d2])
-    n, m = x.shape[-2], x.shape[-1]
-    if offset >= 0:
-        length = builtins.max(0, builtins.min(n, m - offset))
-        idx = np.arange(length) * m + np.arange(length) + offset
-    else:
-        length = builtins.max(0, builtins.min(n + offset, m))
-        idx = (np.arange(length) - offset) * m + np.arange(length)
-    flat = x.reshape(x.shape[:-2] + (n * m,))
-    if length == 0:
-        return flat.narrow(-1, 0, 0)
-    return flat.index_select(-1, input._from_like(idx.astype(np.int64)))
-
 
 def diag_embed(input: Tensor, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """As ``torch.diag_embed``: the last dim placed on the diagonals of new (dim1, dim2) planes."""
@@ -410,7 +368,7 @@ def diag(input: Tensor, diagonal: int = 0) -> Tensor:
     if input.ndim == 1:
         return diag_embed(input, diagonal)
     if input.ndim == 2:
-        return globals()["diagonal"](input, diagonal)
+        return input.diagonal(diagonal)
     raise ShapeError(f"diag expects a 1-D or 2-D tensor, got shape {input.shape}")
 
 
@@ -418,33 +376,9 @@ def trace(input: Tensor) -> Tensor:
     """As ``torch.trace``."""
     if input.ndim != 2:
         raise ShapeError(f"trace expects a matrix, got shape {input.shape}")
-    d = diagonal(input)
+    d = input.diagonal()
     return d.sum() if input._dt.is_floating_point else d.sum(dtype=dt.int64)
 
-
-def roll(input: Tensor, shifts: Any, dims: Any = None) -> Tensor:
-    """As ``torch.roll``."""
-    if dims is None:
-        if isinstance(shifts, Sequence) and len(shifts) != 1:
-            raise ShapeError("roll without dims takes one shift")
-        s = shifts[0] if isinstance(shifts, Sequence) else shifts
-        return roll(input.flatten(), s, 0).reshape(input.shape)
-    shifts = tuple(shifts) if isinstance(shifts, Sequence) else (shifts,)
-    dims = tuple(dims) if isinstance(dims, Sequence) else (dims,)
-    if len(shifts) != len(dims):
-        raise ShapeError(f"roll: shifts {shifts} and dims {dims} differ in length")
-    from .functional import cat
-
-    out = input
-    for s, d in zip(shifts, dims):
-        d = S.norm_dim(d, input.ndim)
-        n = out.shape[d]
-        if n == 0:
-            continue
-        k = int(s) % n
-        if k:
-            out = cat([out.narrow(d, n - k, k), out.narrow(d, 0, n - k)], d)
-    return out
 
 
 def movedim(input: Tensor, source: Any, destination: Any) -> Tensor:
@@ -1008,7 +942,7 @@ def einsum(equation: str, *operands: Any) -> Tensor:
                 break
             i = t.index(rep)
             j = t.index(rep, i + 1)
-            x = diagonal(x, 0, i, j)
+            x = x.diagonal(0, i, j)
             t = "".join(c for k, c in enumerate(t) if k not in (i, j)) + rep
         fixed.append((t, x))
     letters = list(out) + sorted(set("".join(t for t, _ in fixed)) - set(out))
@@ -1039,10 +973,10 @@ def einsum(equation: str, *operands: Any) -> Tensor:
 #: the functions torch also has as Tensor methods (name -> function)
 _METHODS = (
     "acos", "arccos", "asin", "arcsin", "atan", "arctan", "sinh", "cosh", "asinh", "arcsinh", "acosh", "arccosh",
-    "atanh", "arctanh", "log2", "log10", "exp2", "fmod", "lerp", "erfc", "logit", "xlogy", "nan_to_num", "copysign",
-    "frac", "heaviside", "signbit", "deg2rad", "rad2deg", "hypot", "logaddexp", "logaddexp2", "sinc", "positive",
+    "atanh", "arctanh", "log2", "log10", "exp2", "fmod", "erfc", "logit", "xlogy", "nan_to_num", "copysign",
+    "frac", "heaviside", "signbit", "deg2rad", "rad2deg", "logaddexp2", "sinc", "positive",
     "clamp_min", "clamp_max", "isposinf", "isneginf", "isreal", "isclose", "fmax", "fmin", "ldexp", "sgn", "fix",
-    "float_power", "addcmul", "addcdiv", "diagonal", "diag", "diag_embed", "trace", "roll", "movedim", "moveaxis",
+    "float_power", "addcmul", "addcdiv", "diag", "diag_embed", "trace", "movedim", "moveaxis",
     "swapdims", "repeat_interleave", "rot90", "fliplr", "flipud", "ravel", "take_along_dim", "masked_select", "diff",
     "tensor_split", "hsplit", "vsplit", "dsplit", "index_fill", "index_add", "index_copy", "narrow_copy", "take",
     "nansum", "nanmean", "count_nonzero", "aminmax", "mv", "vdot", "outer", "ger", "inner", "addmm", "addmv", "addr",
@@ -1250,7 +1184,7 @@ def cross(input: Tensor, other: Tensor, dim: int | None = None) -> Tensor:
     d = S.norm_dim(dim, len(shape))
     if shape[d] != 3:
         raise ShapeError(f"cross: dim {dim} of shape {shape} has size {shape[d]}, not 3")
-    return roll(a, -1, d) * roll(b, -2, d) - roll(a, -2, d) * roll(b, -1, d)
+    return a.roll(-1, d) * b.roll(-2, d) - a.roll(-2, d) * b.roll(-1, d)
 
 
 def diagflat(input: Tensor, offset: int = 0) -> Tensor:
@@ -1337,7 +1271,7 @@ def corrcoef(input: Tensor) -> Tensor:
     c = cov(input)
     if c.ndim == 0:
         return c / c
-    d = diagonal(c).sqrt()
+    d = c.diagonal().sqrt()
     return (c / d.unsqueeze(1) / d.unsqueeze(0)).clamp(-1, 1)
 
 

@@ -30,9 +30,14 @@ _METHODS = (
 
 from . import composite as _composite  # noqa: E402  (attaches its Tensor methods)
 from .composite import *  # noqa: E402,F403
+from .ops import REGISTRY as _REGISTRY  # noqa: E402
+
+#: registry ops with a user-facing form of their own (``front``) or derived from their family
+_REGISTRY_FUNCTIONS = tuple(n for n, op in _REGISTRY.items() if op.front is not None or (
+    op.family == "binary" and op.float_only and not op.scalar_form and n not in _METHODS))
 
 __all__ = list(_METHODS) + ["where", "cat", "concat", "concatenate", "stack", "pad", "broadcast_tensors",
-                            "result_type"] + list(_composite.__all__)
+                            "result_type"] + list(_composite.__all__) + list(_REGISTRY_FUNCTIONS)
 
 
 def _method(name: str) -> Any:
@@ -49,6 +54,9 @@ def _method(name: str) -> Any:
 
 for _n in _METHODS:
     globals()[_n] = _method(_n)
+for _n in _REGISTRY_FUNCTIONS:
+    _front = _REGISTRY[_n].front
+    globals()[_n] = _front if _front is not None else _method(_n)
 
 
 def result_type(*operands: Any) -> dt.DType:

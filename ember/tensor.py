@@ -22,6 +22,7 @@ import numpy as np
 
 from . import _shape as S
 from . import dtype as dt
+from . import ops as _ops
 from . import tracing
 from .device import Device
 from .errors import (
@@ -225,13 +226,16 @@ def _tensor_tensor(op: str, rule: int, a: Tensor, b: Tensor) -> Tensor:
     return _make(getattr(bk, op)(pa, pb), bk, out)
 
 
+#: float binary ops of the registry without an ``<op>_scalar`` form (atan2, logaddexp, ...)
+_NO_SCALAR_FORM = frozenset(_ops.names("binary", where=lambda o: not o.scalar_form))
+
 _SWAPPED_COMPARE = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 
 
 def _tensor_scalar(op: str, scalar_op: str, rule: int, a: Tensor, s: Any, reverse: bool) -> Tensor:
     bk = a._bk
     p = a._p
-    if rule == _LOGICAL or op == "atan2":  # no scalar form in the catalog: a 0-d tensor
+    if rule == _LOGICAL or op in _NO_SCALAR_FORM:  # no scalar form in the catalog: a 0-d tensor
         d0 = dt.bool_ if rule == _LOGICAL else _float_of(dt.scalar_result(a._dt, len(p.shape), s))
         other = a._full_like_shape((), _scalar_for(d0, s), d0)
         return _tensor_tensor(op, rule, other, a) if reverse else _tensor_tensor(op, rule, a, other)
@@ -698,6 +702,20 @@ class Tensor:
     def clone(self, *, memory_format: Any = None) -> Tensor:
         """As ``torch.Tensor.clone``; ``memory_format`` is accepted and ignored."""
         return _make(self._bk.copy(self._p), self._bk, self._dt)
+
+    def _op(self, name: str, *args: Any, dtype: dt.DType | None = None) -> Tensor:
+        """The registry op ``name`` of this tensor and ``args`` (Tensor arguments, which must
+        share this tensor's device, are passed as their primitives), as a tensor of ``dtype``
+        (default: this tensor's). How the registry's fronts (``ember.ops``) call their op."""
+        bk = self._bk
+        call = []
+        for a in args:
+            if isinstance(a, Tensor):
+                _check_device(self, a)
+                call.append(a._p)
+            else:
+                call.append(a)
+        return _make(getattr(bk, name)(self._p, *call), bk, self._dt if dtype is None else dtype)
 
     # ------------------------------------------------------------------ arithmetic
     _add, radd = _binary("add", _ARITH)
@@ -1604,3 +1622,19 @@ def _flat(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 def _raw(shape: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple(int(s) for s in _flat(shape))
+
+
+def _install_registry_methods() -> None:
+    """Tensor methods the registry derives: each entry's ``front``, and the float binary ops
+    without a scalar form (tensor or scalar operand, ints lifted to float) that the class does
+    not spell out."""
+    for name, op in _ops.REGISTRY.items():
+        if name in Tensor.__dict__:
+            continue
+        if op.front is not None:
+            setattr(Tensor, name, op.front)
+        elif op.family == "binary" and op.float_only and not op.scalar_form:
+            setattr(Tensor, name, _binary(name, _FLOATONLY, rop=f"{name}_scalar_unsupported")[0])
+
+
+_install_registry_methods()

@@ -15,6 +15,7 @@ other ops are written out below, each with its catalog signature.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -96,6 +97,11 @@ class Autodiff(Backend):
                 method = factory(self._fns[op], RULES.get(op))
                 method.__name__ = method.__qualname__ = op
                 setattr(self, op, method)
+        # every other differentiable registry op without a method of its own records its rule
+        # through the generic path (tensors anywhere among the arguments)
+        for op in RULES:
+            if op not in self.__dict__ and op not in Autodiff.__dict__:
+                setattr(self, op, functools.partial(self._mixed, op))
 
     def __repr__(self) -> str:
         return f"Autodiff({self.inner!r}, checkpointing={self.checkpointing!r})"

@@ -12,12 +12,13 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ...errors import AutodiffError
+from ...ops.grad import sum_to
 from .checkpoint import Recipe, Recomputer
 from .mode import mode
 
 if TYPE_CHECKING:
+    from ...ops.grad import Rule
     from ..base import Backend
-    from .rules import Rule
 
 __all__ = ["ADTensor", "Node", "holder_value", "run_backward", "retained_bytes", "sum_to"]
 
@@ -82,21 +83,6 @@ def holder_value(n: Node) -> Any:
 
 def leaf() -> Node:
     return Node((), (), None)
-
-
-def sum_to(B: Backend, g: Any, shape: tuple[int, ...]) -> Any:
-    """``g`` (of a broadcast result's shape) summed down to ``shape``: over the leading dims
-    ``shape`` lacks and over the dims where ``shape`` has 1 and ``g`` does not."""
-    gs = g.shape
-    if gs == shape:
-        return g
-    lead = len(gs) - len(shape)
-    dims = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and gs[lead + i] != 1
-    )
-    if dims:
-        g = B.sum(g, dims, True)
-    return g if g.shape == shape else B.reshape(g, shape)
 
 
 def _topo(root: Node) -> list[Node]:

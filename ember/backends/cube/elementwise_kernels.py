@@ -44,7 +44,7 @@ UNARY_EXPRS = (
 #: ops computed by ``binary_expr``
 BINARY_EXPRS = (
     "add", "sub", "mul", "div", "floor_div", "remainder", "pow", "maximum", "minimum", "atan2",
-    "bitwise_and", "bitwise_or", "bitwise_xor",
+    "logaddexp", "hypot", "bitwise_and", "bitwise_or", "bitwise_xor",
     "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor",
 )
 
@@ -222,6 +222,12 @@ def binary_expr(a, b, op: Comptime[str]):
         return cube.min(a, b)
     if op == "atan2":
         return cube.atan2(a, b)
+    if op == "logaddexp":  # float only: max + log1p(exp(-|a - b|)); equal infinities stay themselves
+        return cube.select(cube.isinf(a) & (a == b), a, cube.max(a, b) + cube.log1p(cube.exp(-cube.abs(a - b))))
+    if op == "hypot":  # float only: scaled by the larger magnitude, so no square overflows
+        big = cube.max(cube.abs(a), cube.abs(b))
+        q = cube.min(cube.abs(a), cube.abs(b)) / big
+        return cube.select(big == 0, big, cube.select(cube.isinf(big), big, big * cube.sqrt(q * q + 1)))
     if op == "bitwise_and":  # integers only (the Tensor API sends bools to the logical ops)
         return a & b
     if op == "bitwise_or":

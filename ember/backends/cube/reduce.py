@@ -47,6 +47,7 @@ from ... import dtype as dt
 from ...cube.launch import CubeCount, CubeDim, lines
 from ...cube.runtime.client import max_line_bytes, shared_limit
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
+from ...ops import primitives
 from . import reduce_kernels as rk
 
 _HALF = (dt.float16, dt.bfloat16)
@@ -126,7 +127,7 @@ class ReduceOps:
     def argmin(self, p: CubeTensor, dim: int, keepdim: bool) -> CubeTensor:
         return self._arg(p, dim, keepdim, False)
 
-    def cumsum(self, p: CubeTensor, dim: int) -> CubeTensor:
+    def _scan(self, p: CubeTensor, dim: int, op: str) -> CubeTensor:
         d = p.dtype
         acc = dt.float32 if d in _HALF else d
         out = self._empty(p.shape, acc)
@@ -134,8 +135,8 @@ class ReduceOps:
             x = self.contiguous(p)
             outer, k, inner = _split3(p.shape, dim, dim)
             rows = outer * inner
-            rk.cumsum_rows.launch(
-                self.client, CubeCount.covering(rows, _BIG), _BIG, x, out, rows, k, inner
+            rk.scan_rows.launch(
+                self.client, CubeCount.covering(rows, _BIG), _BIG, x, out, rows, k, inner, op
             )
         return self.cast(out, d) if acc is not d else out
 
@@ -421,3 +422,16 @@ def _out_shape(shape: tuple[int, ...], dims: tuple[int, ...], keepdim: bool) -> 
     if keepdim:
         return tuple(1 if i in dims else n for i, n in enumerate(shape))
     return tuple(n for i, n in enumerate(shape) if i not in dims)
+
+
+def _scan_method(op: str) -> Any:
+    def method(self: ReduceOps, p: CubeTensor, dim: int) -> CubeTensor:
+        return self._scan(p, dim, op)
+
+    method.__name__ = method.__qualname__ = op
+    return method
+
+
+# every scan op of the registry runs ``scan_rows`` with its name as the comptime op
+for _op in primitives("scan"):
+    setattr(ReduceOps, _op, _scan_method(_op))

@@ -462,15 +462,25 @@ def fold_cube_f(v, op: Comptime[str]):
 
 
 @kernel
-def cumsum_rows(x: Array[In], out: Array[Acc], rows: u32, k_len: u32, inner: u32):
-    """out[o, k, i] = sum of x[o, :k + 1, i]: one unit per (o, i) row, a running Acc sum."""
+def scan_rows(x: Array[In], out: Array[Acc], rows: u32, k_len: u32, inner: u32, op: Comptime[str]):
+    """out[o, k, i] = op-fold of x[o, :k + 1, i] (``op`` is a scan op of the registry: cumsum,
+    cumprod): one unit per (o, i) row, a running Acc value."""
     r = ABSOLUTE_POS
     if r < rows:
         o = r // inner
         i = r % inner
         p = o * k_len * inner + i
-        acc = Acc(0)
-        for _ in range(k_len):
-            acc += cast(x[p], Acc)
-            out[p] = acc
-            p += inner
+        if op == "cumprod":
+            acc = Acc(1)
+            for _ in range(k_len):
+                acc *= cast(x[p], Acc)
+                out[p] = acc
+                p += inner
+        elif op == "cumsum":
+            acc = Acc(0)
+            for _ in range(k_len):
+                acc += cast(x[p], Acc)
+                out[p] = acc
+                p += inner
+        else:
+            assert False, f"unknown scan op {op!r}"  # noqa: B011 - a comptime assert (expansion error)
