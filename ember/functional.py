@@ -30,9 +30,11 @@ _METHODS = (
 
 from . import composite as _composite  # noqa: E402  (attaches its Tensor methods)
 from .composite import *  # noqa: E402,F403
+from .linalg import _toplevel as _linalg_top  # noqa: E402  (torch.det, torch.svd, ... and their methods)
+from .linalg._toplevel import *  # noqa: E402,F403
 
 __all__ = list(_METHODS) + ["where", "cat", "concat", "concatenate", "stack", "pad", "broadcast_tensors",
-                            "result_type"] + list(_composite.__all__)
+                            "result_type"] + list(_composite.__all__) + list(_linalg_top.__all__)
 
 
 def _method(name: str) -> Any:
