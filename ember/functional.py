@@ -29,12 +29,15 @@ _METHODS = (
 )
 
 from . import composite as _composite  # noqa: E402  (attaches its Tensor methods)
+from . import sorting as _sorting  # noqa: E402  (sort, topk, median, quantile, cumprod, ... and their methods)
 from .composite import *  # noqa: E402,F403
 from .linalg import _toplevel as _linalg_top  # noqa: E402  (torch.det, torch.svd, ... and their methods)
 from .linalg._toplevel import *  # noqa: E402,F403
+from .sorting import *  # noqa: E402,F403
 
 __all__ = list(_METHODS) + ["where", "cat", "concat", "concatenate", "stack", "pad", "broadcast_tensors",
-                            "result_type"] + list(_composite.__all__) + list(_linalg_top.__all__)
+                            "result_type"] + list(_composite.__all__)
+__all__ += list(_linalg_top.__all__) + list(_sorting.__all__)
 
 
 def _method(name: str) -> Any:
