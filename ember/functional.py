@@ -34,10 +34,12 @@ from .composite import *  # noqa: E402,F403
 from .linalg import _toplevel as _linalg_top  # noqa: E402  (torch.det, torch.svd, ... and their methods)
 from .linalg._toplevel import *  # noqa: E402,F403
 from .sorting import *  # noqa: E402,F403
+from .special import TOPLEVEL as _SPECIAL_TOP  # noqa: E402  (torch.lgamma, torch.i0, ... and their methods)
+from .special import digamma, erfinv, i0, lgamma, mvlgamma, polygamma  # noqa: E402,F401
 
 __all__ = list(_METHODS) + ["where", "cat", "concat", "concatenate", "stack", "pad", "broadcast_tensors",
                             "result_type"] + list(_composite.__all__)
-__all__ += list(_linalg_top.__all__) + list(_sorting.__all__)
+__all__ += list(_linalg_top.__all__) + list(_sorting.__all__) + list(_SPECIAL_TOP)
 
 
 def _method(name: str) -> Any:

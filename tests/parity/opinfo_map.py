@@ -193,6 +193,9 @@ CUSTOM: dict[str, Callable[..., Any]] = {
     "mH": lambda x: x.mT,
     "zero_": lambda x: x.clone().zero_(),
     "einsum": lambda tensors, equation: ember.einsum(equation, tensors),
+    # OpInfo's polygamma takes (x, n); torch.polygamma is (n, x)
+    "polygamma": lambda x, n, **kw: ember.polygamma(n, x, **kw),
+    "special.polygamma": lambda x, n, **kw: ember.special.polygamma(n, x, **kw),
     # OpInfo passes the weight first (its gradient tests differentiate the sample's input)
     "nn.functional.embedding": lambda weight, idx, **kw: ember.nn.functional.embedding(idx, weight, **kw),
     "nn.functional.embedding_bag": lambda weight, idx, **kw: ember.nn.functional.embedding_bag(idx, weight, **kw),
