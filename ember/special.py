@@ -301,6 +301,24 @@ def spherical_bessel_j0(input: Tensor) -> Tensor:
     return _w(near, 1 - x2 / 6 + x2 * x2 / 120, xs.sin() / xs)
 
 
+_FLOAT64: dict[str, bool] = {}
+
+
+def _has_float64(x: Tensor) -> bool:
+    """Whether ``x``'s device computes in float64 (probed once per device: a lazy device refuses
+    the dtype only when its kernel compiles, so the probe reads a value back)."""
+    key = repr(x.device)
+    if key not in _FLOAT64:
+        from .creation import zeros
+
+        try:
+            zeros(1, dtype=dt.float64, device=x.device).numpy()
+            _FLOAT64[key] = True
+        except DTypeError:
+            _FLOAT64[key] = False
+    return _FLOAT64[key]
+
+
 def _erfinv_start(x: Tensor) -> Tensor:
     a = 0.147  # Winitzki's approximation, relative error below 2e-3
     ln = (1 - x * x).log()
@@ -311,11 +329,8 @@ def _erfinv_start(x: Tensor) -> Tensor:
 def erfinv(input: Tensor) -> Tensor:
     """As ``torch.erfinv``: y with erf(y) = x on [-1, 1] (+-inf at +-1, nan outside)."""
     x = _float(input)
-    work = x
-    try:  # float64 where the device has it: Newton on erf near |x| = 1 needs the digits
-        work = x.to(dt.float64)
-    except DTypeError:
-        pass
+    # float64 where the device has it: Newton on erf near |x| = 1 needs the digits
+    work = x.to(dt.float64) if _has_float64(x) else x
     inside = work.abs().lt(1)
     xs = _w(inside, work, 0.0)
     y = _erfinv_start(xs.detach())
