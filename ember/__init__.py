@@ -69,7 +69,7 @@ def from_dlpack(obj: Any) -> Tensor:
 
 #: subpackages reachable as attributes after ``import ember`` (``ember.nn.Linear``, as
 #: ``torch.nn.Linear``) but imported on first use, so ``import ember`` stays cheap
-_LAZY_SUBPACKAGES = frozenset({"cube", "nn", "optim", "utils", "amp"})
+_LAZY_SUBPACKAGES = frozenset({"cube", "nn", "optim", "utils", "amp", "linalg", "special"})
 #: names of ``ember.amp.autocast_mode`` that are also ``ember.*`` (``ember.autocast``, as
 #: ``torch.autocast``), loaded on first use like the subpackages
 _LAZY_AMP = frozenset({"autocast", "is_autocast_enabled", "get_autocast_dtype"})

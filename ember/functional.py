@@ -29,8 +29,14 @@ _METHODS = (
 )
 
 from . import composite as _composite  # noqa: E402  (attaches its Tensor methods)
+from . import sorting as _sorting  # noqa: E402  (sort, topk, median, quantile, cumprod, ... and their methods)
 from .composite import *  # noqa: E402,F403
+from .linalg import _toplevel as _linalg_top  # noqa: E402  (torch.det, torch.svd, ... and their methods)
+from .linalg._toplevel import *  # noqa: E402,F403
 from .ops import REGISTRY as _REGISTRY  # noqa: E402
+from .sorting import *  # noqa: E402,F403
+from .special import TOPLEVEL as _SPECIAL_TOP  # noqa: E402  (torch.lgamma, torch.i0, ... and their methods)
+from .special import digamma, erfinv, i0, lgamma, mvlgamma, polygamma  # noqa: E402,F401
 
 #: registry ops with a user-facing form of their own (``front``) or derived from their family
 _REGISTRY_FUNCTIONS = tuple(n for n, op in _REGISTRY.items() if op.front is not None or (
@@ -38,6 +44,7 @@ _REGISTRY_FUNCTIONS = tuple(n for n, op in _REGISTRY.items() if op.front is not 
 
 __all__ = list(_METHODS) + ["where", "cat", "concat", "concatenate", "stack", "pad", "broadcast_tensors",
                             "result_type"] + list(_composite.__all__) + list(_REGISTRY_FUNCTIONS)
+__all__ += list(_linalg_top.__all__) + list(_sorting.__all__) + list(_SPECIAL_TOP)
 
 
 def _method(name: str) -> Any:

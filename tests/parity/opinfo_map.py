@@ -30,6 +30,7 @@ dropout (``NO_DROPOUT``) run with ``dropout_p = 0``.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -116,6 +117,54 @@ NO_DROPOUT: dict[str, Callable[[Any], Any]] = {
     "nn.functional.multi_head_attention_forward": _no_dropout(9),
 }
 
+def _triangular(real_positive_diagonal: bool) -> Callable[..., Any]:
+    def wrap(fn: Callable[..., Any], *args: Any, upper: bool = False, idx: int = 0, **kwargs: Any) -> Any:
+        arg = args[idx].triu() if upper else args[idx].tril()
+        if real_positive_diagonal:  # the diagonal replaced by ones, as torch's wrapper
+            n = arg.shape[-1]
+            eye = ember.eye(n, dtype=arg.dtype, device=arg.device)
+            arg = arg * (1 - eye) + eye
+        return fn(*args[:idx], arg, *args[idx + 1:], upper, **kwargs)
+
+    return wrap
+
+
+#: ember's counterparts of OpInfo's gradcheck wrappers that change what the op sees (the
+#: symmetric part of the input for eigh, a triangle for triangular solves): torch's sample is
+#: only meaningful through them, so both sides call the op through the wrapper
+WRAPPERS: dict[str, Callable[..., Any]] = {
+    "gradcheck_wrapper_hermitian_input": lambda fn, x, *a, **k: fn(x + x.mT, *a, **k),
+    "gradcheck_wrapper_triangular_input": _triangular(False),
+    "gradcheck_wrapper_triangular_input_real_positive_diagonal": _triangular(True),
+}
+
+#: entries whose results are unique only up to a gauge (the signs of singular vectors and
+#: eigenvectors): their forward values compare through the sample's ``output_process_fn_grad``
+#: (``|U|``, ``|V|``, ``U @ Vh``), as torch's own tests do
+GAUGE = frozenset({"svd", "linalg.svd", "linalg.eigh"})
+
+
+def _wrapper(op: Any) -> Callable[..., Any] | None:
+    """ember's counterpart of the entry's wrapper (a ``functools.partial`` keeps its keywords)."""
+    w = op.gradcheck_wrapper
+    mine = WRAPPERS.get(getattr(getattr(w, "func", w), "__name__", ""))
+    if mine is None or not isinstance(w, functools.partial):
+        return mine
+    return functools.partial(mine, *w.args, **w.keywords)
+
+
+def torch_call(op: Any, x: Any, args: Any, kwargs: Any) -> Any:
+    """torch's op on a sample, through its gradcheck wrapper when that is one of WRAPPERS."""
+    if _wrapper(op) is not None:
+        return op.gradcheck_wrapper(op.op, x, *args, **kwargs)
+    return op.op(x, *args, **kwargs)
+
+
+def ember_call(fn: Callable[..., Any], op: Any, x: Any, args: Any, kwargs: Any) -> Any:
+    w = _wrapper(op)
+    return fn(x, *args, **kwargs) if w is None else w(fn, x, *args, **kwargs)
+
+
 #: torch dtypes ember has, by torch dtype
 _DTYPES = {
     torch.float32: ember.float32, torch.float64: ember.float64, torch.float16: ember.float16,
@@ -144,9 +193,19 @@ CUSTOM: dict[str, Callable[..., Any]] = {
     "mH": lambda x: x.mT,
     "zero_": lambda x: x.clone().zero_(),
     "einsum": lambda tensors, equation: ember.einsum(equation, tensors),
+    # OpInfo's polygamma takes (x, n); torch.polygamma is (n, x)
+    "polygamma": lambda x, n, **kw: ember.polygamma(n, x, **kw),
+    "special.polygamma": lambda x, n, **kw: ember.special.polygamma(n, x, **kw),
     # OpInfo passes the weight first (its gradient tests differentiate the sample's input)
     "nn.functional.embedding": lambda weight, idx, **kw: ember.nn.functional.embedding(idx, weight, **kw),
     "nn.functional.embedding_bag": lambda weight, idx, **kw: ember.nn.functional.embedding_bag(idx, weight, **kw),
+}
+
+
+#: variants (by entry id) whose OpInfo ``op`` is a lambda over the op
+CUSTOM_VARIANTS: dict[str, Callable[..., Any]] = {
+    "linalg.lstsq.grad_oriented": lambda a, b, driver: ember.linalg.lstsq(a, b, driver=driver)[:2],
+    "linalg.pinv.singular": lambda a, b: ember.linalg.pinv(a @ b.mT),
 }
 
 
@@ -163,6 +222,8 @@ def _resolve(path: str) -> Any:
 def ember_callable(op: Any) -> tuple[Callable[..., Any] | None, str]:
     """(callable, "") for a mapped entry; (None, reason) otherwise."""
     name = op.name
+    if entry_id(op) in CUSTOM_VARIANTS:
+        return CUSTOM_VARIANTS[entry_id(op)], ""
     if name in SKIP:
         return None, "skip: " + SKIP[name]
     if name in CUSTOM:
@@ -358,17 +419,17 @@ def _reference64(op: Any, leaves: Any) -> Any:
     ti, ta, tk = _float64(leaves)
     try:
         with torch.no_grad():
-            return op.op(ti, *ta, **tk)
+            return torch_call(op, ti, ta, tk)
     except Exception:  # noqa: BLE001 - no float64 reference: the float32 comparison stands
         return None
 
 
-def _grads64(op: Any, leaves: Any, gs: list[torch.Tensor]) -> list[Any] | None:
+def _grads64(op: Any, leaves: Any, gs: list[torch.Tensor], post: Callable[[Any], Any]) -> list[Any] | None:
     """torch's gradients of the same loss in float64 (None where torch refuses)."""
     ti, ta, tk = _float64(leaves)
     xs = [x for x in _flat_tensors((ti, ta, tk)) if x.requires_grad]
     try:
-        outs = _grad_targets(op.op(ti, *ta, **tk))
+        outs = _grad_targets(post(torch_call(op, ti, ta, tk)))
         if len(outs) != len(gs):
             return None
         loss = sum((o * g.to(o.dtype)).sum() for o, g in zip(outs, gs))
@@ -386,26 +447,33 @@ class Outcome:
 def run_sample(fn: Callable[..., Any], op: Any, sample: Any, dev: Device) -> Outcome:
     """Forward values of one sample: torch's ``op`` against ember's ``fn``."""
     ti, ta, tk = torch_leaves((sample.input, sample.args, sample.kwargs), False)
+    post = _post(op, sample) if entry_id(op) in GAUGE else (lambda r: r)
     try:
         with torch.no_grad():
-            ref = op.op(ti, *ta, **tk)
+            ref = post(torch_call(op, ti, ta, tk))
     except Exception as e:  # noqa: BLE001 - torch refusing its own sample: not counted
         return Outcome("torch", f"{type(e).__name__}: {e}")
     try:
         ei, ea, ek = to_ember((ti, ta, tk), dev)
         with ember.no_grad():
-            out = fn(ei, *ea, **ek)
+            out = post(ember_call(fn, op, ei, ea, ek))
     except Exception as e:  # noqa: BLE001
         return Outcome("lacks" if _lacks(e) else "raised", f"{type(e).__name__}: {str(e)[:200]}")
     try:
         d = compare(out, ref, FORWARD_TOL)
         if d is not None and "values differ" in d:
             ref64 = _reference64(op, (ti, ta, tk))
+            ref64 = None if ref64 is None else post(ref64)
             if ref64 is not None:
                 d = compare(out, ref, FORWARD_TOL, ref64)
     except Exception as e:  # noqa: BLE001 - reading the result raised (a lazy device's drain)
         return Outcome("raised", f"{type(e).__name__}: {str(e)[:200]}")
     return Outcome("pass") if d is None else Outcome("wrong", d)
+
+
+def _post(op: Any, sample: Any) -> Callable[[Any], Any]:
+    """The sample's ``output_process_fn_grad`` (identity when it has none)."""
+    return getattr(sample, "output_process_fn_grad", None) or (lambda r: r)
 
 
 def _grad_targets(out: Any) -> list[Any]:
@@ -418,8 +486,9 @@ def run_grad(fn: Callable[..., Any], op: Any, sample: Any, dev: Device, seed: in
     t_leaves = [x for x in _flat_tensors((ti, ta, tk)) if x.requires_grad]
     if not t_leaves:
         return Outcome("nograd")
+    post = _post(op, sample)
     try:
-        ref = op.op(ti, *ta, **tk)
+        ref = post(torch_call(op, ti, ta, tk))
         t_outs = _grad_targets(ref)
         if not t_outs:
             return Outcome("nograd")
@@ -432,7 +501,7 @@ def run_grad(fn: Callable[..., Any], op: Any, sample: Any, dev: Device, seed: in
     try:
         ei, ea, ek = to_ember((ti, ta, tk), dev)
         e_leaves = [x for x in _flat_tensors((ei, ea, ek)) if x.requires_grad]
-        out = fn(ei, *ea, **ek)
+        out = post(ember_call(fn, op, ei, ea, ek))
         e_outs = [o for o in _flat_tensors(out) if o.dtype.is_floating_point]
         if len(e_outs) != len(_list_float_outputs(ref)):
             return Outcome("wrong", f"{len(e_outs)} float outputs != torch's {len(_list_float_outputs(ref))}")
@@ -463,7 +532,7 @@ def run_grad(fn: Callable[..., Any], op: Any, sample: Any, dev: Device, seed: in
             d = compare(eg, tg, GRAD_TOL)
             if d is not None and "values differ" in d:
                 if t_grads64 is None:
-                    t_grads64 = _grads64(op, (ti, ta, tk), gs) or [None] * len(t_grads)
+                    t_grads64 = _grads64(op, (ti, ta, tk), gs, post) or [None] * len(t_grads)
                 d = compare(eg, tg, GRAD_TOL, t_grads64[k])
         except Exception as e:  # noqa: BLE001 - reading the gradient raised
             return Outcome("raised", f"grad {k}: {type(e).__name__}: {str(e)[:200]}")

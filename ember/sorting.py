@@ -1,0 +1,450 @@
+"""Sorting, order statistics, scans and counting: sort, argsort, msort, topk, kthvalue, median,
+nanmedian, mode, quantile, nanquantile, cummax, cummin, logcumsumexp, searchsorted,
+bucketize, histc, bincount, unique, unique_consecutive.
+
+Orders are decided on the host (numpy's stable sorts, NaN ordered above every number as torch
+does) and come back as int64 index tensors; the values are then ``gather``-ed from the input on
+its device, so they carry autodiff's exact gradient. ``logcumsumexp`` is a
+log-depth scan of ember ops (Hillis-Steele: step k combines each element with the one k
+before), so it stays on the device and is differentiated by autodiff.
+Counting ops (histc, bincount, unique, searchsorted) return host-computed results, as torch's
+are not differentiable.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import _shape as S
+from . import dtype as dt
+from .creation import tensor
+from .errors import ShapeError
+from .tensor import Tensor
+
+__all__ = [
+    "sort", "argsort", "msort", "topk", "kthvalue", "median", "nanmedian", "mode", "quantile", "nanquantile",
+    "cummax", "cummin", "logcumsumexp", "searchsorted", "bucketize", "histc", "bincount", "unique",
+    "unique_consecutive",
+]
+
+
+class ValuesIndices(NamedTuple):
+    """The (values, indices) pair of sort, topk, kthvalue, median, mode, cummax, ... (as torch's)."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def _host(x: Tensor) -> np.ndarray:
+    a = np.asarray(x.detach().numpy())
+    return a.astype(np.float32) if a.dtype.name == "bfloat16" else a
+
+
+def _index(a: np.ndarray, like: Tensor) -> Tensor:
+    return tensor(np.array(a, dtype=np.int64), dtype=dt.int64, device=like.device)
+
+
+def _order(a: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    """Stable argsort along ``axis``; NaN is above every number (last ascending, first descending)."""
+    if a.dtype == np.bool_:
+        a = a.astype(np.int8)
+    if not descending:
+        return np.argsort(a, axis=axis, kind="stable")
+    m = np.moveaxis(a, axis, -1)
+    nan = np.isnan(m) if m.dtype.kind == "f" else np.zeros(m.shape, bool)
+    key = -m.astype(np.float64) if m.dtype.kind == "f" else -m.astype(np.int64)
+    if m.size == 0:
+        return np.moveaxis(np.zeros(m.shape, np.int64), -1, axis)
+    flat_key, flat_nan = key.reshape(-1, m.shape[-1]), (~nan).reshape(-1, m.shape[-1])
+    rows = [np.lexsort((k, n)) for k, n in zip(flat_key, flat_nan)]
+    out = np.stack(rows) if rows else np.zeros(flat_key.shape, np.int64)
+    return np.moveaxis(out.reshape(m.shape), -1, axis)
+
+
+def _gather(x: Tensor, dim: int, idx: np.ndarray) -> Tensor:
+    if x.ndim == 0:
+        return x.reshape(1).gather(0, _index(idx.reshape(1), x)).reshape(())
+    return x.gather(dim, _index(idx, x))
+
+
+def _dim(x: Tensor, dim: int) -> int:
+    return S.norm_dim(dim, max(x.ndim, 1))
+
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:
+    """As ``torch.sort`` (always stable: equal elements keep their order)."""
+    d = _dim(input, dim)
+    a = _host(input)
+    idx = _order(a.reshape(1) if a.ndim == 0 else a, d, descending)
+    idx = idx.reshape(()) if a.ndim == 0 else idx
+    return ValuesIndices(_gather(input, d, idx), _index(idx, input))
+
+
+def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    """As ``torch.argsort`` (stable)."""
+    return sort(input, dim, descending, stable).indices
+
+
+def msort(input: Tensor) -> Tensor:
+    """As ``torch.msort``: sorted along dim 0."""
+    return sort(input, 0).values
+
+
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:
+    """As ``torch.topk`` (the k largest, or smallest, in order; ties keep their input order)."""
+    d = _dim(input, dim)
+    a = _host(input)
+    a1 = a.reshape(1) if a.ndim == 0 else a
+    if not 0 <= k <= (a1.shape[d] if a1.ndim else 1):
+        raise IndexError(f"topk: k ({k}) out of range for dimension {dim} of size {a1.shape[d]}")
+    idx = np.take(_order(a1, d, largest), np.arange(k), axis=d)
+    idx = idx.reshape(()) if a.ndim == 0 and k == 1 else idx
+    return ValuesIndices(_gather(input, d, idx), _index(idx, input))
+
+
+def _pick(input: Tensor, d: int, pos: np.ndarray, order: np.ndarray, keepdim: bool) -> ValuesIndices:
+    """The elements at sorted positions ``pos`` (one per slice along ``d``)."""
+    idx = np.take_along_axis(order, np.expand_dims(pos, d), d) if order.ndim else order
+    v = _gather(input, d, idx)
+    if not keepdim and input.ndim:
+        v, idx = v.squeeze(d), np.squeeze(idx, d)
+    return ValuesIndices(v, _index(idx, input))
+
+
+def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
+    """As ``torch.kthvalue``: the k-th smallest (1-based) along ``dim`` and its index."""
+    d = _dim(input, dim)
+    a = _host(input)
+    a1 = a.reshape(1) if a.ndim == 0 else a
+    n = a1.shape[d]
+    if not 1 <= k <= n:
+        raise IndexError(f"kthvalue: k ({k}) out of range for dimension of size {n}")
+    order = _order(a1, d, False)
+    pos = np.full(np.delete(np.array(a1.shape), d), k - 1, np.int64)
+    out = _pick(input if input.ndim else input.reshape(1), d, pos, order, keepdim or input.ndim == 0)
+    if input.ndim == 0:
+        return ValuesIndices(out.values.reshape(()), out.indices.reshape(()))
+    return out
+
+
+def _median(input: Tensor, dim: Any, keepdim: bool, ignore_nan: bool) -> Any:
+    if dim is None:
+        flat = input.reshape(-1)
+        if flat.numel() == 0:
+            return flat.sum() * float("nan")
+        return _median(flat, 0, False, ignore_nan).values
+    d = _dim(input, dim)
+    x = input if input.ndim else input.reshape(1)
+    a = _host(x)
+    order = _order(a, d, False)
+    n = a.shape[d]
+    nans = np.isnan(a).sum(d) if a.dtype.kind == "f" else np.zeros(np.delete(np.array(a.shape), d), np.int64)
+    if ignore_nan:  # the lower median of the numbers; an all-NaN slice gives its first NaN
+        c = n - nans
+        pos = np.where(c > 0, (c - 1) // 2, 0)
+    else:  # any NaN makes the median NaN: the first NaN in sorted order
+        pos = np.where(nans > 0, n - nans, (n - 1) // 2)
+    out = _pick(x, d, pos.astype(np.int64), order, keepdim or input.ndim == 0)
+    if input.ndim == 0:
+        return ValuesIndices(out.values.reshape(()), out.indices.reshape(()))
+    return out
+
+
+def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+    """As ``torch.median``: the lower median (NaN if the slice has one); with ``dim``, (values,
+    indices)."""
+    return _median(input, dim, keepdim, False)
+
+
+def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:
+    """As ``torch.nanmedian``: the lower median of the non-NaN values."""
+    return _median(input, dim, keepdim, True)
+
+
+def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
+    """As ``torch.mode``: the most frequent value along ``dim`` (the smallest among equally
+    frequent ones) and the index of its last occurrence."""
+    d = _dim(input, dim)
+    x = input if input.ndim else input.reshape(1)
+    a = np.moveaxis(_host(x), d, -1)
+    flat = a.reshape(-1, a.shape[-1])
+    idx = np.zeros(flat.shape[0], np.int64)
+    for r, row in enumerate(flat):
+        if row.size == 0:
+            continue
+        vals, counts = np.unique(row, return_counts=True)
+        best = vals[np.argmax(counts)]  # np.unique sorts: the first maximum is the smallest value
+        hits = np.nonzero((row == best) | (np.isnan(row) & np.isnan(best)))[0]
+        idx[r] = hits[-1]
+    idx = np.expand_dims(idx.reshape(a.shape[:-1]), d)
+    v = _gather(x, d, idx)
+    if not keepdim or input.ndim == 0:
+        v, idx = v.squeeze(d), np.squeeze(idx, d)
+    if input.ndim == 0:
+        v, idx = v.reshape(()), idx.reshape(())
+    return ValuesIndices(v, _index(idx, input))
+
+
+def _quantile(input: Tensor, q: Any, dim: Any, keepdim: bool, interpolation: str, ignore_nan: bool) -> Tensor:
+    modes = ("linear", "lower", "higher", "midpoint", "nearest")
+    if interpolation not in modes:
+        raise ValueError(f"quantile() interpolation must be one of {', '.join(modes)}. Got {interpolation}")
+    qa = _host(q).astype(np.float64) if isinstance(q, Tensor) else np.asarray(q, np.float64)
+    if qa.ndim > 1:
+        raise ShapeError("quantile() q must be a scalar or 1D tensor")
+    if np.any((qa < 0) | (qa > 1)):
+        raise ValueError("quantile() q values must be in the range [0, 1]")
+    x = input
+    if dim is None:
+        x, d = input.reshape(-1), 0
+    else:
+        d = _dim(input, dim)
+        if x.ndim == 0:
+            x = x.reshape(1)
+    s = sort(x, d).values  # NaN last
+    a = np.moveaxis(_host(x), d, -1)
+    n = a.shape[-1]
+    nans = np.isnan(a).sum(-1)
+    count = (n - nans) if ignore_nan else np.full(a.shape[:-1], n)
+    qs = qa.reshape(-1)
+    rank = qs[:, None] * np.maximum(count.reshape(-1) - 1, 0)[None, :]  # (nq, rows)
+    lo, hi = np.floor(rank), np.ceil(rank)
+    if interpolation == "lower":
+        hi = lo
+    elif interpolation == "higher":
+        lo = hi
+    elif interpolation == "nearest":
+        lo = hi = np.round(rank)  # round half to even, as torch
+    w = rank - lo if interpolation == "linear" else np.full(rank.shape, 0.5 if interpolation == "midpoint" else 0.0)
+    if interpolation == "midpoint":
+        w = np.where(hi > lo, 0.5, 0.0)
+    bad = (nans.reshape(-1) > 0) if not ignore_nan else (count.reshape(-1) == 0)
+    rows = a.shape[:-1]
+    sm = s.movedim(d, -1).reshape(-1, n) if n else s.movedim(d, -1).reshape(-1, 1)
+    lo_i = np.clip(lo, 0, max(n - 1, 0)).astype(np.int64)
+    hi_i = np.clip(hi, 0, max(n - 1, 0)).astype(np.int64)
+    vlo = sm.gather(1, _index(lo_i.T, x))  # (rows, nq)
+    vhi = sm.gather(1, _index(hi_i.T, x))
+    if interpolation == "linear" and isinstance(q, Tensor) and q.requires_grad:
+        # the weight as a function of q on the device, so that q gets its gradient (vhi - vlo) (c - 1)
+        cm1 = np.maximum(count.reshape(-1) - 1, 0).astype(x.dtype.np)
+        wt = tensor(cm1, dtype=x.dtype, device=x.device).unsqueeze(1) * q.to(x.dtype).reshape(1, -1)
+        wt = wt - tensor(lo.T.astype(x.dtype.np), dtype=x.dtype, device=x.device)
+    else:
+        wt = tensor(w.T.astype(x.dtype.np), dtype=x.dtype, device=x.device)
+    out = vlo + (vhi - vlo) * wt
+    nan = tensor(np.where(bad[:, None], np.nan, 0.0).astype(x.dtype.np), dtype=x.dtype, device=x.device)
+    out = (out + nan).mT.reshape(len(qs), *rows)  # (nq, rows...)
+    if keepdim and input.ndim:
+        out = out.unsqueeze(d + 1) if dim is not None else out.reshape(len(qs), *([1] * input.ndim))
+    if qa.ndim == 0:
+        out = out.squeeze(0)
+    return out
+
+
+def quantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = False, *,
+             interpolation: str = "linear") -> Tensor:
+    """As ``torch.quantile`` (NaN where a slice has NaN)."""
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"quantile() input tensor must be either float or double dtype, got {input.dtype}")
+    return _quantile(input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = False, *,
+                interpolation: str = "linear") -> Tensor:
+    """As ``torch.nanquantile``: the quantiles of the non-NaN values."""
+    if not input.dtype.is_floating_point:
+        raise TypeError(f"nanquantile() input tensor must be either float or double dtype, got {input.dtype}")
+    return _quantile(input, q, dim, keepdim, interpolation, True)
+
+
+def _cum_extreme(input: Tensor, dim: int, larger: bool) -> ValuesIndices:
+    d = _dim(input, dim)
+    x = input if input.ndim else input.reshape(1)
+    a = np.moveaxis(_host(x), d, -1)
+    idx = np.zeros(a.shape, np.int64)
+    if a.shape[-1]:
+        best = a[..., 0].copy()
+        cur = np.zeros(a.shape[:-1], np.int64)
+        for i in range(1, a.shape[-1]):
+            v = a[..., i]
+            with np.errstate(invalid="ignore"):
+                better = (v >= best) if larger else (v <= best)
+            if a.dtype.kind == "f":  # NaN takes over and stays
+                better = (better | np.isnan(v)) & ~np.isnan(best)
+            best = np.where(better, v, best)
+            cur = np.where(better, i, cur)
+            idx[..., i] = cur
+    idx = np.moveaxis(idx, -1, d)
+    v = _gather(x, d, idx)
+    if input.ndim == 0:
+        return ValuesIndices(v.reshape(()), _index(idx.reshape(()), input))
+    return ValuesIndices(v, _index(idx, input))
+
+
+def cummax(input: Tensor, dim: int) -> ValuesIndices:
+    """As ``torch.cummax``: running maxima and the index of the (last) maximum so far."""
+    return _cum_extreme(input, dim, True)
+
+
+def cummin(input: Tensor, dim: int) -> ValuesIndices:
+    """As ``torch.cummin``."""
+    return _cum_extreme(input, dim, False)
+
+
+def _scan(x: Tensor, d: int, combine: Any, identity: float) -> Tensor:
+    from .functional import cat
+
+    n = x.shape[d]
+    k = 1
+    y = x
+    while k < n:
+        pad_shape = list(y.shape)
+        pad_shape[d] = k
+        pad = tensor(np.full(pad_shape, identity, y.dtype.np), dtype=y.dtype, device=y.device)
+        y = combine(y, cat([pad, y.narrow(d, 0, n - k)], d))
+        k *= 2
+    return y
+
+
+def logcumsumexp(input: Tensor, dim: int) -> Tensor:
+    """As ``torch.logcumsumexp``: log(cumsum(exp(x))) without overflow (a scan of logaddexp)."""
+    from .functional import logaddexp
+
+    x = input if input.dtype.is_floating_point else input.to(dt.get_default_dtype())
+    if x.ndim == 0:
+        return x.clone()
+    return _scan(x, _dim(x, dim), logaddexp, -math.inf)
+
+
+def searchsorted(sorted_sequence: Tensor, input: Any, *, out_int32: bool = False, right: bool = False,
+                 side: str | None = None, sorter: Tensor | None = None) -> Tensor:
+    """As ``torch.searchsorted``: for each value the insertion index in the innermost dim of
+    ``sorted_sequence`` (1-D, or with the same leading dims as ``input``)."""
+    if side is not None:
+        if side not in ("left", "right"):
+            raise ValueError(f"side can only be 'left' or 'right' but got {side}")
+        if right and side == "left":
+            raise ValueError("side and right can't be set to opposites")
+        right = side == "right"
+    seq = _host(sorted_sequence)
+    if sorter is not None:
+        seq = np.take_along_axis(seq, _host(sorter).astype(np.int64), -1)
+    scalar = not isinstance(input, Tensor)
+    v = np.asarray(input) if scalar else _host(input)
+    s = "right" if right else "left"
+    if seq.ndim == 1:
+        out = np.searchsorted(seq, v, side=s)
+    else:
+        if v.shape[:-1] != seq.shape[:-1]:
+            raise ShapeError("searchsorted: boundaries and input must have the same leading dims")
+        rows = int(np.prod(seq.shape[:-1]))
+        fs, fv = seq.reshape(rows, seq.shape[-1]), v.reshape(rows, v.shape[-1])
+        out = np.stack([np.searchsorted(r, w, side=s) for r, w in zip(fs, fv)]).reshape(v.shape) if fs.shape[0] \
+            else np.zeros(v.shape, np.int64)
+    d = dt.int32 if out_int32 else dt.int64
+    return tensor(np.asarray(out).astype(d.np), dtype=d, device=sorted_sequence.device)
+
+
+def bucketize(input: Any, boundaries: Tensor, *, out_int32: bool = False, right: bool = False) -> Tensor:
+    """As ``torch.bucketize``: the bucket of each value in 1-D ``boundaries``
+    (boundaries[i-1] < x <= boundaries[i], or <= x < with ``right``)."""
+    if boundaries.ndim != 1:
+        raise ShapeError(f"bucketize: boundaries must be 1-D, got {boundaries.ndim}-D")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def histc(input: Tensor, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
+    """As ``torch.histc``: equal-width bins over [min, max] (the data's range when both are 0,
+    widened by 1 each way when that is a single value); values outside are ignored."""
+    a = _host(input).astype(np.float64).reshape(-1)
+    lo, hi = float(min), float(max)
+    if lo == hi and a.size:
+        lo, hi = float(np.nanmin(a)), float(np.nanmax(a))
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if lo > hi:
+        raise ValueError("histc: max must be larger than min")
+    keep = a[(a >= lo) & (a <= hi)]
+    b = ((keep - lo) * bins / (hi - lo)).astype(np.int64)
+    b = np.minimum(b, bins - 1)
+    out = np.bincount(b, minlength=bins)[:bins]
+    return tensor(out.astype(input.dtype.np), dtype=input.dtype, device=input.device)
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """As ``torch.bincount``: int64 counts, or weight sums (float64 unless the weights are float32)."""
+    if input.ndim != 1 or input.dtype.is_floating_point:
+        raise ShapeError("bincount only supports 1-d non-negative integral inputs")
+    a = _host(input).astype(np.int64)
+    if a.size and a.min() < 0:
+        raise ValueError("bincount only supports 1-d non-negative integral inputs")
+    if weights is None:
+        return tensor(np.bincount(a, minlength=minlength), dtype=dt.int64, device=input.device)
+    w = _host(weights).astype(np.float64)
+    d = weights.dtype if weights.dtype in (dt.float32, dt.float64) else dt.float64
+    out = np.bincount(a, weights=w, minlength=minlength)
+    return tensor(out.astype(d.np), dtype=d, device=input.device)
+
+
+def _unique_outputs(input: Tensor, vals: np.ndarray, inverse: np.ndarray, counts: np.ndarray,
+                    return_inverse: bool, return_counts: bool) -> Any:
+    out = tensor(vals.astype(input.dtype.np), dtype=input.dtype, device=input.device)
+    res: list[Tensor] = [out]
+    if return_inverse:
+        res.append(_index(inverse, input))
+    if return_counts:
+        res.append(_index(counts, input))
+    return res[0] if len(res) == 1 else tuple(res)
+
+
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False,
+           dim: int | None = None) -> Any:
+    """As ``torch.unique`` (the values are always sorted)."""
+    a = _host(input)
+    if dim is None:
+        vals, inv, cnt = np.unique(a.reshape(-1), return_inverse=True, return_counts=True)
+        return _unique_outputs(input, vals, inv.reshape(a.shape), cnt, return_inverse, return_counts)
+    d = _dim(input, dim)
+    if a.shape[d] == 0:
+        return _unique_outputs(input, a, np.zeros(0, np.int64), np.zeros(0, np.int64), return_inverse, return_counts)
+    vals, inv, cnt = np.unique(a, return_inverse=True, return_counts=True, axis=d)
+    return _unique_outputs(input, vals, inv.reshape(-1), cnt, return_inverse, return_counts)
+
+
+def unique_consecutive(input: Tensor, return_inverse: bool = False, return_counts: bool = False,
+                       dim: int | None = None) -> Any:
+    """As ``torch.unique_consecutive``: each run of equal consecutive elements (slices along
+    ``dim``) kept once."""
+    a = _host(input)
+    if dim is None:
+        flat = a.reshape(-1)
+        starts = np.ones(flat.shape, bool)
+        starts[1:] = flat[1:] != flat[:-1]
+        vals = flat[starts]
+        shape = a.shape
+    else:
+        d = _dim(input, dim)
+        m = np.moveaxis(a, d, 0)
+        starts = np.ones(m.shape[0], bool)
+        if m.shape[0] > 1:
+            starts[1:] = (m[1:] != m[:-1]).reshape(m.shape[0] - 1, -1).any(1)
+        vals = np.moveaxis(m[starts], 0, d)
+        shape = (m.shape[0],)
+    inv = np.cumsum(starts) - 1
+    pos = np.nonzero(starts)[0]
+    cnt = np.diff(np.append(pos, starts.shape[0]))
+    return _unique_outputs(input, vals, inv.reshape(shape), cnt, return_inverse, return_counts)
+
+
+def _install() -> None:
+    # the Tensor methods of the same names (``x.sort()``, ``x.topk(k)``), as composite.py's _install
+    for name in __all__:
+        if name not in Tensor.__dict__ and name not in ("searchsorted", "histc_"):
+            setattr(Tensor, name, globals()[name])
+
+
+_install()
