@@ -61,7 +61,8 @@ def digits_data() -> tuple[np.ndarray, np.ndarray]:
 
 
 def text_data() -> tuple[np.ndarray, int]:
-    text = (REPO / "README.md").read_text() + (REPO / "ember" / "tensor.py").read_text()
+    text = (REPO / "README.md").read_text() + "".join(
+        p.read_text() for p in sorted((REPO / "ember" / "tensor").glob("*.py")))
     chars = sorted(set(text))
     lut = {c: i for i, c in enumerate(chars)}
     return np.array([lut[c] for c in text], dtype=np.int64), len(chars)

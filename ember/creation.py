@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,9 +16,17 @@ import numpy as np
 
 from . import _shape as S
 from . import dtype as dt
-from . import tracing
 from .device import Device
-from .tensor import Tensor, _make, _scalar_for
+from .tensor import (
+    Tensor,
+    _from_array,
+    _make,
+    _raw,
+    _scalar_for,
+    get_default_device,
+    install_methods,
+    set_default_device,
+)
 
 __all__ = [
     "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full", "empty", "arange", "linspace",
@@ -27,21 +34,6 @@ __all__ = [
     "rand_like", "randn_like", "randint_like", "manual_seed", "get_default_device",
     "set_default_device", "initial_seed", "logspace", "scalar_tensor", "tril_indices", "triu_indices",
 ]
-
-_default_device: Device | None = None
-_lock = threading.Lock()
-
-
-def get_default_device() -> Device:
-    global _default_device
-    if _default_device is None:
-        _default_device = Device.default()
-    return _default_device
-
-
-def set_default_device(device: Device | str | None) -> None:
-    global _default_device
-    _default_device = Device.parse(device) if isinstance(device, str) else device
 
 
 def _device(device: Any) -> Device:
@@ -59,14 +51,7 @@ def _finish(t: Tensor, requires_grad: bool) -> Tensor:
 
 
 def _upload(array: np.ndarray, d: dt.DType, device: Any, requires_grad: bool) -> Tensor:
-    dev = _device(device)
-    bk = dev.backend()
-    if tracing.active:
-        with tracing.span("from_data", layer="tensor"):
-            p = bk.from_data(array, d)
-    else:
-        p = bk.from_data(array, d)
-    return _finish(_make(p, bk, d), requires_grad)
+    return _finish(_from_array(array, d, _device(device)), requires_grad)
 
 
 def _infer_dtype(a: np.ndarray) -> dt.DType:
@@ -85,9 +70,9 @@ def _infer_dtype(a: np.ndarray) -> dt.DType:
 
 
 def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """A new tensor holding a copy of ``data`` (nested lists, scalars, numpy arrays, tensors).
-    Python floats become the default float dtype, ints int64, bools bool; numpy arrays keep
-    their dtype."""
+    """As ``torch.tensor``: a new tensor holding a copy of ``data`` (nested lists, scalars, numpy
+    arrays, tensors). Python floats become the default float dtype, ints int64, bools bool; numpy
+    arrays keep their dtype."""
     if isinstance(data, Tensor):
         t = data.detach().to(_device(device) if device is not None else data.device)
         if dtype is not None:
@@ -115,13 +100,16 @@ def tensor(data: Any, dtype: Any = None, device: Any = None, requires_grad: bool
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """As ``torch.as_tensor``: ``data`` itself when it is a tensor of that dtype and device, else a
+    copy (``tensor``: ember never shares a numpy array's memory)."""
     if isinstance(data, Tensor) and dtype is None and (device is None or _device(device) == data.device):
         return data
     return tensor(data, dtype, device)
 
 
 def from_numpy(array: np.ndarray, device: Any = None) -> Tensor:
-    """A tensor with ``array``'s dtype and values (copied: tensors are values)."""
+    """As ``torch.from_numpy``: a tensor with ``array``'s dtype and values, copied (tensors are
+    values: later writes to the array do not show); ``device=`` is an ember extra."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy expects a numpy array, got {type(array).__name__}")
     return _upload(array, dt.from_numpy_dtype(array.dtype), device, False)
@@ -129,6 +117,8 @@ def from_numpy(array: np.ndarray, device: Any = None) -> Tensor:
 
 def full(size: Sequence[int], fill_value: Any, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
+    """As ``torch.full``: a tensor of ``size`` filled with ``fill_value`` (its dtype inferred from
+    the value unless given)."""
     shape = S.sizes_arg((size,)) if not isinstance(size, int | np.integer) else (size,)
     if isinstance(fill_value, np.generic):
         fill_value = fill_value.item()
@@ -190,15 +180,17 @@ def _filled(value: float, size: tuple[Any, ...], dtype: Any, device: Any, requir
 
 
 def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """As ``torch.zeros``: ``zeros(2, 3)`` or ``zeros((2, 3))``, the default float dtype unless given."""
     return _filled(0, size, dtype, device, requires_grad)
 
 
 def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """As ``torch.ones``: ``ones(2, 3)`` or ``ones((2, 3))``, the default float dtype unless given."""
     return _filled(1, size, dtype, device, requires_grad)
 
 
 def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Like ``zeros`` (ember never hands out uninitialised memory)."""
+    """As ``torch.empty``, but filled with zeros (ember never hands out uninitialised memory)."""
     return _filled(0, size, dtype, device, requires_grad)
 
 
@@ -291,20 +283,22 @@ def triu_indices(row: int, col: int, offset: int = 0, *, dtype: Any = None, devi
 
 def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,
         requires_grad: bool = False) -> Tensor:
+    """As ``torch.eye``: an ``n`` x ``m`` identity matrix (``m`` defaults to ``n``)."""
     d = dt.as_dtype(dtype) if dtype is not None else dt.get_default_dtype()
     return _upload(np.eye(n, m, dtype=d.np), d, device, requires_grad)
 
 
 # --------------------------------------------------------------------------- random
 def manual_seed(seed: int) -> None:
-    """Seed the global Philox generator (shared by every device, so one seed gives the same
-    values on every device)."""
+    """As ``torch.manual_seed``: seed the global Philox generator, shared by every device (one seed
+    gives the same values on every device, ``docs/random.md``)."""
     from . import random as R
 
     R.manual_seed(int(seed))
 
 
 def initial_seed() -> int:
+    """As ``torch.initial_seed``: the seed of the global generator."""
     from . import random as R
 
     return R.get_rng_state()[0]
@@ -338,18 +332,19 @@ def _float_dtype(dtype: Any) -> dt.DType:
 
 
 def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Uniform on [0, 1)."""
+    """As ``torch.rand``: uniform on [0, 1), from the Philox stream (the same values on every device)."""
     return _random("uniform", S.sizes_arg(size), _float_dtype(dtype), device, 0.0, 1.0, requires_grad)
 
 
 def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Standard normal."""
+    """As ``torch.randn``: standard normal, from the Philox stream (the same values on every device)."""
     return _random("normal", S.sizes_arg(size), _float_dtype(dtype), device, 0.0, 1.0, requires_grad)
 
 
 def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = None,
             device: Any = None, requires_grad: bool = False) -> Tensor:
-    """Integers uniform on [low, high) (``randint(high, size)`` means low = 0)."""
+    """As ``torch.randint``: integers uniform on [low, high) (``randint(high, size)`` means low = 0),
+    from the Philox stream."""
     if high is None:
         low, high = 0, low
     elif not isinstance(high, int | np.integer) and size == ():
@@ -367,36 +362,78 @@ def _like(t: Tensor, dtype: Any, device: Any) -> tuple[tuple[int, ...], Any, Any
 
 
 def zeros_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """As ``torch.zeros_like``: ``zeros`` with the shape of ``t`` and, unless given, its dtype and device."""
     shape, d, dev = _like(t, dtype, device)
     return zeros(shape, dtype=d, device=dev, requires_grad=requires_grad)
 
 
 def ones_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """As ``torch.ones_like``: ``ones`` with the shape of ``t`` and, unless given, its dtype and device."""
     shape, d, dev = _like(t, dtype, device)
     return ones(shape, dtype=d, device=dev, requires_grad=requires_grad)
 
 
 def empty_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """As ``torch.empty_like``: zeros (as ``empty``) with the shape of ``t`` and, unless given, its
+    dtype and device."""
     return zeros_like(t, dtype, device, requires_grad)
 
 
 def full_like(t: Tensor, fill_value: Any, dtype: Any = None, device: Any = None,
               requires_grad: bool = False) -> Tensor:
+    """As ``torch.full_like``: ``full`` with the shape of ``t`` and, unless given, its dtype and device."""
     shape, d, dev = _like(t, dtype, device)
     return full(shape, fill_value, dtype=d, device=dev, requires_grad=requires_grad)
 
 
 def rand_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """As ``torch.rand_like``: ``rand`` with the shape of ``t`` and, unless given, its dtype and device."""
     shape, d, dev = _like(t, dtype, device)
     return rand(shape, dtype=d, device=dev, requires_grad=requires_grad)
 
 
 def randn_like(t: Tensor, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+    """As ``torch.randn_like``: ``randn`` with the shape of ``t`` and, unless given, its dtype and device."""
     shape, d, dev = _like(t, dtype, device)
     return randn(shape, dtype=d, device=dev, requires_grad=requires_grad)
 
 
 def randint_like(t: Tensor, low: int, high: int | None = None, dtype: Any = None,
                  device: Any = None) -> Tensor:
+    """As ``torch.randint_like``: ``randint`` with the shape of ``t`` and, unless given, its dtype and device."""
     shape, d, dev = _like(t, dtype, device)
     return randint(low, high, shape, dtype=d, device=dev)
+
+
+# --------------------------------------------------------------------------- Tensor.new_*
+class NewMethods:
+    """``Tensor.new_*`` (a method table: ``install_methods`` copies it onto Tensor; they live here,
+    above the Tensor class, because they are creation functions)."""
+
+    __slots__ = ()
+
+    def new_full(self, size: Sequence[int], fill_value: Any, *, dtype: Any = None, device: Any = None,
+                 requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_full``: this tensor's dtype and device unless given."""
+        return full(tuple(size), fill_value, dtype=dtype if dtype is not None else self._dt,
+                    device=device if device is not None else self.device, requires_grad=requires_grad)
+
+    def new_zeros(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_zeros``."""
+        return self.new_full(_raw(size), 0, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_ones(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_ones``."""
+        return self.new_full(_raw(size), 1, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_empty(self, *size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_empty`` (zeros, as ``ember.empty``)."""
+        return self.new_zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+    def new_tensor(self, data: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+        """As ``torch.Tensor.new_tensor``."""
+        return tensor(data, dtype=dtype if dtype is not None else self._dt,
+                      device=device if device is not None else self.device, requires_grad=requires_grad)
+
+
+install_methods(NewMethods)

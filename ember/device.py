@@ -28,26 +28,32 @@ class DeviceKind:
 
     @staticmethod
     def default() -> DeviceKind:
+        """The adapter wgpu picks by default."""
         return DeviceKind("DefaultDevice")
 
     @staticmethod
     def discrete_gpu(i: int = 0) -> DeviceKind:
+        """The ``i``-th discrete GPU."""
         return DeviceKind("DiscreteGpu", i)
 
     @staticmethod
     def integrated_gpu(i: int = 0) -> DeviceKind:
+        """The ``i``-th integrated GPU."""
         return DeviceKind("IntegratedGpu", i)
 
     @staticmethod
     def virtual_gpu(i: int = 0) -> DeviceKind:
+        """The ``i``-th virtual GPU."""
         return DeviceKind("VirtualGpu", i)
 
     @staticmethod
     def cpu() -> DeviceKind:
+        """A CPU adapter (lavapipe, llvmpipe)."""
         return DeviceKind("Cpu")
 
     @staticmethod
     def existing(id: int) -> DeviceKind:
+        """An adapter already registered under ``id``."""
         return DeviceKind("Existing", id)
 
     def _key(self) -> tuple[str, Any]:
@@ -98,6 +104,7 @@ class Device:
 
     @staticmethod
     def cuda(index: int = 0, fusion: bool | None = None) -> Device:
+        """As ``torch.device("cuda", index)``: CUDA C kernels on GPU ``index`` (fused unless ``fusion=False``)."""
         return Device(("cube", "cuda", (int(index),), _fusion_default(fusion)))
 
     @staticmethod
@@ -112,12 +119,14 @@ class Device:
     def vulkan(
         kind: DeviceKind | None = None, fusion: bool | None = None, require: tuple[str, ...] = ()
     ) -> Device:
+        """``Device.wgpu`` on the Vulkan graphics API."""
         return Device(("cube", "wgpu", _wgpu_args(kind, "Vulkan", require), _fusion_default(fusion)))
 
     @staticmethod
     def opengl(
         kind: DeviceKind | None = None, fusion: bool | None = None, require: tuple[str, ...] = ()
     ) -> Device:
+        """``Device.wgpu`` on the OpenGL graphics API."""
         return Device(("cube", "wgpu", _wgpu_args(kind, "Gl", require), _fusion_default(fusion)))
 
     @staticmethod
@@ -174,6 +183,7 @@ class Device:
 
     @property
     def is_autodiff(self) -> bool:
+        """Whether the device records gradients (``.autodiff()``)."""
         return self.spec[0] == "autodiff"
 
     def inner(self) -> Device:
@@ -182,6 +192,7 @@ class Device:
 
     @property
     def type(self) -> str:
+        """As ``torch.device.type``: ``"flex"``, ``"cpu"``, ``"cuda"`` or ``"wgpu"``."""
         s = self.spec[1] if self.is_autodiff else self.spec
         return s[0] if s[0] == "flex" else s[1]
 
@@ -243,6 +254,7 @@ class WgpuOptions:
         self._fusion: bool | None = None
 
     def device_kind(self, kind: DeviceKind) -> WgpuOptions:
+        """The adapter to use."""
         self._kind = kind
         return self
 
@@ -255,10 +267,12 @@ class WgpuOptions:
         return self
 
     def require(self, *caps: str) -> WgpuOptions:
+        """Capabilities (``"f16"``, ``"subgroups"``) the adapter must have."""
         self._require = tuple(caps)
         return self
 
     def fusion(self, on: bool) -> WgpuOptions:
+        """Whether the device fuses ops (the Fusion layer)."""
         self._fusion = on
         return self
 

@@ -21,6 +21,8 @@ BOOL, INT, FLOAT = 0, 1, 2
 
 
 class DType:
+    """As ``torch.dtype``: ``ember.float32``, ``ember.int64``, ``ember.bool``, ... (one object per type)."""
+
     __slots__ = ("name", "_np", "itemsize", "category", "rank", "is_floating_point", "is_signed",
                  "_np_compute")
 
@@ -99,10 +101,12 @@ _default_float = float32
 
 
 def get_default_dtype() -> DType:
+    """As ``torch.get_default_dtype``: the dtype of Python floats (``float32`` unless set)."""
     return _default_float
 
 
 def set_default_dtype(d: DType | str) -> None:
+    """As ``torch.set_default_dtype``: a floating point dtype (or its name)."""
     global _default_float
     d = as_dtype(d)
     if not d.is_floating_point:
@@ -160,6 +164,7 @@ _PROMOTE = {(a, b): _promote(a, b) for a in ALL for b in ALL}
 
 
 def promote_types(a: DType, b: DType) -> DType:
+    """As ``torch.promote_types``: the smallest dtype both ``a`` and ``b`` convert to."""
     return _PROMOTE[(a, b)]
 
 

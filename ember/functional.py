@@ -1,16 +1,19 @@
-"""``ember.<op>(tensor, ...)`` functions: the Tensor methods as functions, plus the ops that
-take several tensors (``where``, ``cat``, ``stack``, ``pad``)."""
+"""``ember.<op>(tensor, ...)`` functions: the Tensor methods as functions, the ops that take
+several tensors (``where``, ``cat``, ``stack``, ``pad``: defined with the Tensor class) and the
+compositions of ``ember.composite``.
+
+This module only gathers: it sits above ``ember.tensor`` and ``ember.composite`` and nothing
+below imports it."""
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Sequence
+import inspect
 from typing import Any
 
-from . import _shape as S
+from . import composite as _composite
 from . import dtype as dt
-from .errors import DTypeError, ShapeError
-from .tensor import Tensor, _check_device, _make, _pyscalar, _scalar_for
+from .composite import *  # noqa: F403
+from .tensor import Tensor, broadcast_tensors, cat, concat, concatenate, pad, stack, where
 
 # functions that simply call the Tensor method of the same name
 _METHODS = (
@@ -28,9 +31,7 @@ _METHODS = (
     "swapaxes", "unflatten", "t",
 )
 
-from . import composite as _composite  # noqa: E402  (attaches its Tensor methods)
-from . import sorting as _sorting  # noqa: E402  (sort, topk, median, quantile, cumprod, ... and their methods)
-from .composite import *  # noqa: E402,F403
+from . import sorting as _sorting  # noqa: E402  (sort, topk, median, quantile, ... and their methods)
 from .linalg import _toplevel as _linalg_top  # noqa: E402  (torch.det, torch.svd, ... and their methods)
 from .linalg._toplevel import *  # noqa: E402,F403
 from .ops import REGISTRY as _REGISTRY  # noqa: E402
@@ -48,14 +49,26 @@ __all__ += list(_linalg_top.__all__) + list(_sorting.__all__) + list(_SPECIAL_TO
 
 
 def _method(name: str) -> Any:
+    """``ember.<name>(input, ...)``: ``input.<name>(...)``, with the method's docstring and its
+    signature (``self`` named ``input``, as torch's functions name it)."""
+
     def f(t: Tensor, *args: Any, **kwargs: Any) -> Any:
         if not isinstance(t, Tensor):
             raise TypeError(f"ember.{name} expects a Tensor first, got {type(t).__name__}")
         return getattr(t, name)(*args, **kwargs)
 
+    method = getattr(Tensor, name)
     f.__name__ = name
     f.__qualname__ = name
-    f.__doc__ = f"Same as ``Tensor.{name}``."
+    f.__doc__ = method.__doc__
+    try:
+        sig = inspect.signature(method)
+    except (TypeError, ValueError):  # a builtin without a signature: keep (t, *args, **kwargs)
+        return f
+    params = list(sig.parameters.values())
+    if params:
+        params[0] = params[0].replace(name="input")
+    f.__signature__ = sig.replace(parameters=params)  # type: ignore[attr-defined]
     return f
 
 
@@ -67,99 +80,5 @@ for _n in _REGISTRY_FUNCTIONS:
 
 
 def result_type(*operands: Any) -> dt.DType:
+    """As ``torch.result_type``: the dtype torch's promotion gives ``operands`` (tensors, scalars)."""
     return dt.result_type(*operands)
-
-
-def where(condition: Tensor, input: Any, other: Any) -> Tensor:
-    """Elements of ``input`` where ``condition`` holds, else of ``other`` (tensors or scalars)."""
-    if not isinstance(condition, Tensor):
-        raise TypeError("where expects a bool condition tensor")
-    if condition._dt is not dt.bool_:
-        raise DTypeError(f"where expects a bool condition, got {condition._dt}")
-    tensors = [x for x in (input, other) if isinstance(x, Tensor)]
-    for x in tensors:
-        _check_device(condition, x)
-    ops = [_pyscalar(x) if not isinstance(x, Tensor) else x for x in (input, other)]
-    d = dt.result_type(*ops)
-    shape = S.broadcast_many([condition.shape] + [x.shape for x in tensors])
-    bk = condition._bk
-
-    def prim(x: Any) -> Any:
-        if isinstance(x, Tensor):
-            return x._p if x._dt is d else bk.cast(x._p, d)
-        return bk.full((), _scalar_for(d, x), d)
-
-    out = bk.where(condition._p, prim(ops[0]), prim(ops[1]))
-    t = _make(out, bk, d)
-    return t if t.shape == shape else t.expand(shape)
-
-
-def _same_device(tensors: Sequence[Tensor], what: str) -> None:
-    if not tensors:
-        raise ValueError(f"{what} needs at least one tensor")
-    for t in tensors:
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{what} expects tensors, got {type(t).__name__}")
-        _check_device(tensors[0], t)
-
-
-def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    tensors = list(tensors)
-    _same_device(tensors, "cat")
-    # PyTorch skips legacy 1-D empty tensors in cat
-    ts = [t for t in tensors if not (t.ndim == 1 and t.shape[0] == 0)] or tensors[:1]
-    ref = ts[0]
-    if ref.ndim == 0:
-        raise ShapeError("zero-dimensional tensors cannot be concatenated; use stack")
-    d = S.norm_dim(dim, ref.ndim)
-    for t in ts[1:]:
-        if t.ndim != ref.ndim or builtins.any(a != b for i, (a, b) in enumerate(zip(t.shape, ref.shape)) if i != d):
-            raise ShapeError(f"cat: shapes {ref.shape} and {t.shape} differ outside dim {d}")
-    out_dt = ts[0]._dt
-    for t in ts[1:]:
-        out_dt = dt.promote_types(out_dt, t._dt)
-    ps = [t._p if t._dt is out_dt else t._bk.cast(t._p, out_dt) for t in ts]
-    if len(ps) == 1:
-        return _make(ps[0], ref._bk, out_dt)
-    return _make(ref._bk.cat(ps, d), ref._bk, out_dt)
-
-
-concat = concatenate = cat
-
-
-def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    tensors = list(tensors)
-    _same_device(tensors, "stack")
-    shape = tensors[0].shape
-    for t in tensors[1:]:
-        if t.shape != shape:
-            raise ShapeError(f"stack expects tensors of one shape, got {shape} and {t.shape}")
-    d = S.norm_dim(dim, len(shape) + 1)
-    return cat([t.unsqueeze(d) for t in tensors], d)
-
-
-def pad(input: Tensor, pad: Sequence[int], mode: str = "constant", value: float | None = None) -> Tensor:
-    """PyTorch's ``F.pad``: ``pad`` lists (before, after) pairs starting from the last dim.
-    Negative amounts crop. Only ``constant`` mode."""
-    if mode != "constant":
-        raise NotImplementedError(f"pad mode {mode!r}: only 'constant' is supported")
-    if len(pad) % 2 or len(pad) // 2 > input.ndim:
-        raise ShapeError(f"pad {tuple(pad)} needs pairs for at most {input.ndim} dims")
-    pairs = [(0, 0)] * input.ndim
-    for i in range(len(pad) // 2):
-        pairs[input.ndim - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
-    t = input
-    if builtins.any(a < 0 or b < 0 for a, b in pairs):  # crop first
-        key = tuple(slice(-a if a < 0 else 0, n + b if b < 0 else n) for (a, b), n in zip(pairs, t.shape))
-        t = t[key]
-        pairs = [(builtins.max(a, 0), builtins.max(b, 0)) for a, b in pairs]
-    if builtins.all(a == 0 and b == 0 for a, b in pairs):
-        return t
-    v = _scalar_for(t._dt, 0 if value is None else _pyscalar(value))
-    return _make(t._bk.pad(t._p, tuple(pairs), v), t._bk, t._dt)
-
-
-def broadcast_tensors(*tensors: Tensor) -> tuple[Tensor, ...]:
-    shape = S.broadcast_many(t.shape for t in tensors)
-    return tuple(t.expand(shape) for t in tensors)
-

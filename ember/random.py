@@ -600,6 +600,7 @@ class Generator:
         return s
 
     def initial_seed(self) -> int:
+        """As ``torch.Generator.initial_seed``: the seed this generator was seeded with."""
         return self._seed
 
     def next_offset(self, blocks: int) -> tuple[int, int]:
@@ -614,10 +615,12 @@ class Generator:
         return state
 
     def get_state(self) -> tuple[int, int]:
+        """The ``(seed, offset)`` pair that resumes the stream (torch: a ``ByteTensor``)."""
         with self._lock:
             return (self._seed, self._offset)
 
     def set_state(self, state: Sequence[int]) -> None:
+        """Resume the stream at a ``(seed, offset)`` pair from ``get_state``."""
         seed_, offset = state
         seed_, offset = _check_u64(seed_, "seed"), _check_u64(offset, "offset")
         with self._lock:
@@ -642,6 +645,7 @@ def seed() -> int:
 
 
 def initial_seed() -> int:
+    """As ``torch.random.initial_seed``: the seed of the default generator."""
     return default_generator.initial_seed()
 
 

@@ -73,6 +73,7 @@ def _stack() -> list[str]:
 
 
 def current_parents() -> tuple[str, ...]:
+    """The names of the spans open on this thread, outermost first."""
     return tuple(_stack())
 
 

@@ -27,6 +27,7 @@ mode = _Mode()
 
 
 def is_grad_enabled() -> bool:
+    """As ``torch.is_grad_enabled``: whether this thread records ops for autodiff (``no_grad`` off)."""
     return mode.enabled
 
 

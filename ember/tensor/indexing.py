@@ -5,6 +5,9 @@
 and, for tensor indices, a ``permute`` that brings the indexed dims to the front plus one
 ``index`` (then a permute back when the indexed dims were adjacent, as NumPy places them).
 Index values are checked whenever they can be read without draining a lazy stream.
+
+``IndexingMethods`` is the method table of ``t[key]``, ``gather``, ``scatter``, ... that
+``install_methods`` copies onto Tensor.
 """
 
 from __future__ import annotations
@@ -13,10 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _shape as S
-from . import dtype as dt
-from .errors import DTypeError, IndexOutOfRangeError, ShapeError
-from .tensor import Tensor, _check_device, _make, _pyscalar, _scalar_for
+from .. import _shape as S
+from .. import dtype as dt
+from ..errors import DTypeError, IndexOutOfRangeError, ShapeError
+from .core import Tensor, _check_device, _make, _pyscalar, _scalar_for
+from .factories import _inplace
 
 
 def _as_index_tensor(t: Tensor, k: Any) -> Tensor:
@@ -143,6 +147,7 @@ class _Plan:
 
 
 def getitem(t: Tensor, key: Any) -> Tensor:
+    """``t[key]`` (NumPy/PyTorch indexing rules; negative slice steps allowed)."""
     plan = _Plan(t, _expand_key(t, key))
     bk, p = t._bk, t._p
     if not plan.trivial:
@@ -180,6 +185,7 @@ def _value_tensor(t: Tensor, value: Any) -> Tensor:
 
 
 def setitem(t: Tensor, key: Any, value: Any) -> None:
+    """``t[key] = value``: ``t`` is rebound to the written value (the in-place protocol)."""
     if isinstance(key, Tensor) and key._dt is dt.bool_ and not isinstance(value, Tensor | np.ndarray | list):
         _check_device(t, key)
         if S.broadcast(key.shape, t.shape) == t.shape:  # x[mask] = scalar
@@ -228,6 +234,7 @@ def _check_gather_shapes(what: str, t: Tensor, d: int, index: Tensor, src: Tenso
 
 
 def gather(t: Tensor, dim: int, index: Tensor) -> Tensor:
+    """As ``torch.gather``: ``t[..., index[i, j], ...]`` along ``dim``."""
     d = S.norm_dim(dim, t.ndim)
     index = _as_index_tensor(t, index)
     if index.numel() == 0 and index.ndim != t.ndim:  # torch accepts any empty index
@@ -245,7 +252,9 @@ def gather(t: Tensor, dim: int, index: Tensor) -> Tensor:
     return _make(t._bk.gather(t._p, d, index._p), t._bk, t._dt)
 
 
-def scatter(t: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None) -> Tensor:
+def scatter(t: Tensor, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
+    """As ``torch.scatter``: ``src`` (a tensor or scalar) written at ``index`` along ``dim``;
+    ``reduce`` ``'add'`` or ``'multiply'`` (which reads the index on the host)."""
     d = S.norm_dim(dim, t.ndim)
     index = _as_index_tensor(t, index)
     if t.ndim == 0 or index.ndim == 0:  # 0-d operands act as 1-element 1-D ones (torch)
@@ -298,6 +307,7 @@ def _scatter_multiply(t: Tensor, d: int, index: Tensor, src: Tensor) -> Tensor:
 
 
 def index_select(t: Tensor, dim: int, index: Tensor) -> Tensor:
+    """As ``torch.index_select``: the entries ``index`` (1-D) along ``dim``."""
     d = S.norm_dim(dim, t.ndim)
     index = _as_index_tensor(t, index)
     if index.ndim > 1:
@@ -308,3 +318,37 @@ def index_select(t: Tensor, dim: int, index: Tensor) -> Tensor:
     if t.ndim == 0:
         return t
     return _make(t._bk.index_select(t._p, d, index._p), t._bk, t._dt)
+
+
+def scatter_add(t: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """As ``torch.scatter_add``: ``src`` added at ``index`` along ``dim``."""
+    return scatter(t, dim, index, src, "add")
+
+
+def nonzero(t: Tensor, as_tuple: bool = False) -> Any:
+    """As ``torch.nonzero`` (reads the values: the result's shape depends on them)."""
+    if t.ndim == 0:
+        n = int(bool(np.asarray(t.numpy())))
+        if as_tuple:
+            return (t._from_like(np.zeros(n, np.int64)),)
+        return t._from_like(np.zeros((n, 0), np.int64))
+    idx = np.nonzero(np.asarray(t.numpy()))
+    if as_tuple:
+        return tuple(t._from_like(i.astype(np.int64)) for i in idx)
+    return t._from_like(np.stack(idx, axis=1).astype(np.int64) if idx else np.zeros((0, 0), np.int64))
+
+
+class IndexingMethods:
+    """Tensor's indexing methods (a method table: ``install_methods`` copies it onto Tensor)."""
+
+    __slots__ = ()
+
+    __getitem__ = getitem
+    __setitem__ = setitem
+    gather = gather
+    scatter = scatter
+    scatter_add = scatter_add
+    index_select = index_select
+    nonzero = nonzero
+    scatter_ = _inplace("scatter")
+    scatter_add_ = _inplace("scatter_add")

@@ -1,0 +1,151 @@
+"""Conversions: ``to`` (devices and dtypes), ``cpu``, ``cuda``, the dtype casts (``float``,
+``long``, ...), ``contiguous`` and ``clone``.
+
+A move across devices carries values, not gradient flow; ``memory_format=`` and
+``non_blocking=`` are accepted and ignored (layouts are not observable, transfers complete
+before the call returns).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import dtype as dt
+from ..device import Device
+from .core import Tensor, _make, get_default_device
+
+
+class ConversionMethods:
+    """Tensor's conversions (a method table: ``install_methods`` copies it onto Tensor)."""
+
+    __slots__ = ()
+
+    # ------------------------------------------------------------------ casting, devices
+    def to(self, *args: Any, **kwargs: Any) -> Tensor:
+        """As ``torch.Tensor.to``: ``to(dtype, non_blocking=False, copy=False)``,
+        ``to(device, dtype=None, non_blocking=False, copy=False)``, ``to(other, non_blocking,
+        copy)``; ``memory_format=`` is accepted and ignored (layouts are not observable).
+
+        The string ``"cpu"`` (as ``.cpu()``) means the host: a tensor already on a host device
+        (Flex, the Cube CPU device) stays there; one on a GPU device moves to the default device
+        when that is a host device, else to Flex, keeping its autodiff wrapping. Every other
+        string or a ``Device`` names the target exactly (``"cpu"`` in creation functions is
+        ``Device.cpu()``). A move across devices carries values, not gradient flow."""
+        target_dev = kwargs.pop("device", None)
+        target_dt = kwargs.pop("dtype", None)
+        non_blocking = kwargs.pop("non_blocking", False)
+        copy = bool(kwargs.pop("copy", False))
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        flags: list[bool] = []
+        for a in args:
+            if isinstance(a, bool):  # before dtypes: positional non_blocking / copy
+                flags.append(a)
+            elif isinstance(a, Device):
+                target_dev = a
+            elif isinstance(a, Tensor):
+                target_dev, target_dt = a.device, a.dtype
+            elif isinstance(a, str) and a.split(":")[0].split("+")[0] in ("flex", "cpu", "cuda", "wgpu", "vulkan",
+                                                                          "opengl"):
+                target_dev = a
+            elif a is None:
+                continue
+            else:
+                target_dt = a
+        if len(flags) > 2:
+            raise TypeError("to() takes at most two bool arguments (non_blocking, copy)")
+        if len(flags) == 2:
+            non_blocking, copy = flags
+        elif len(flags) == 1:
+            non_blocking = flags[0]
+        del non_blocking  # every transfer completes before the call returns (values)
+        if isinstance(target_dev, str):
+            target_dev = self._host_device() if target_dev.strip().lower() in ("cpu", "cpu:0") \
+                else Device.parse(target_dev)
+        t = self
+        if target_dev is not None and target_dev != self._bk.device:
+            src = self.numpy()
+            bk = target_dev.backend()
+            t = _make(bk.from_data(src, self._dt), bk, self._dt)
+            copy = False
+        if target_dt is not None:
+            d = dt.as_dtype(target_dt)
+            if d is not t._dt:
+                t = _make(t._bk.cast(t._p, d), t._bk, d)
+                copy = False
+        return t.clone() if copy else t
+
+    def _host_device(self) -> Device:
+        """Where ``.cpu()`` / ``.to("cpu")`` go (see ``to``)."""
+        dev = self._bk.device
+        inner = dev.inner()
+        if inner.spec[0] in ("flex", "fusion") or (inner.spec[0] == "cube" and inner.spec[1] == "cpu"):
+            return dev
+        host = get_default_device().inner()
+        if not (host.spec[0] in ("flex", "fusion") or (host.spec[0] == "cube" and host.spec[1] == "cpu")):
+            host = Device.flex()
+        return host.autodiff() if dev.is_autodiff else host
+
+    def cpu(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.cpu``: the tensor on the host (``to("cpu")``: a host tensor is
+        returned as is, a GPU one moves to the default host device keeping autodiff)."""
+        return self.to(self._host_device())
+
+    def cuda(self, device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.cuda``: the tensor on ``Device.cuda(device)`` (index or device),
+        keeping its autodiff wrapping."""
+        if isinstance(device, Device):
+            target = device
+        else:
+            if isinstance(device, str):
+                device = int(device.partition(":")[2] or 0)
+            target = Device.cuda(0 if device is None else int(device))
+            if self._bk.device.is_autodiff:
+                target = target.autodiff()
+        return self.to(target)
+
+    def type(self, d: Any) -> Tensor:
+        """As ``torch.Tensor.type(dtype)``: ``to(d)`` (a dtype or its name; no type-string form)."""
+        return self.to(d)
+
+    def float(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.float`` (``memory_format`` accepted and ignored)."""
+        return self.to(dt.float32)
+
+    def double(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.double`` (``memory_format`` accepted and ignored)."""
+        return self.to(dt.float64)
+
+    def half(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.half`` (``memory_format`` accepted and ignored)."""
+        return self.to(dt.float16)
+
+    def bfloat16(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.bfloat16`` (``memory_format`` accepted and ignored)."""
+        return self.to(dt.bfloat16)
+
+    def int(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.int`` (``memory_format`` accepted and ignored)."""
+        return self.to(dt.int32)
+
+    def long(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.long`` (``memory_format`` accepted and ignored)."""
+        return self.to(dt.int64)
+
+    def bool(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.bool`` (``memory_format`` accepted and ignored)."""
+        return self.to(dt.bool_)
+
+    def byte(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.byte`` (``memory_format`` accepted and ignored)."""
+        return self.to(dt.uint8)
+
+    def contiguous(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.contiguous``; ``memory_format`` is accepted and ignored."""
+        return _make(self._bk.contiguous(self._p), self._bk, self._dt)
+
+    def clone(self, *, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.clone``; ``memory_format`` is accepted and ignored."""
+        return _make(self._bk.copy(self._p), self._bk, self._dt)
+
