@@ -296,7 +296,7 @@ def cummin(input: Tensor, dim: int) -> ValuesIndices:
 
 
 def _scan(x: Tensor, d: int, combine: Any, identity: float) -> Tensor:
-    from .functional import cat
+    from .tensor import cat
 
     n = x.shape[d]
     k = 1
@@ -312,12 +312,10 @@ def _scan(x: Tensor, d: int, combine: Any, identity: float) -> Tensor:
 
 def logcumsumexp(input: Tensor, dim: int) -> Tensor:
     """As ``torch.logcumsumexp``: log(cumsum(exp(x))) without overflow (a scan of logaddexp)."""
-    from .functional import logaddexp
-
     x = input if input.dtype.is_floating_point else input.to(dt.get_default_dtype())
     if x.ndim == 0:
         return x.clone()
-    return _scan(x, _dim(x, dim), logaddexp, -math.inf)
+    return _scan(x, _dim(x, dim), lambda a, b: a.logaddexp(b), -math.inf)
 
 
 def searchsorted(sorted_sequence: Tensor, input: Any, *, out_int32: bool = False, right: bool = False,

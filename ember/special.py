@@ -31,7 +31,7 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
 def _w(c: Tensor, a: Any, b: Any) -> Tensor:
-    from .functional import where
+    from .tensor import where
 
     return where(c, a, b)
 
@@ -49,7 +49,7 @@ def erf(input: Tensor) -> Tensor:
 
 def erfc(input: Tensor) -> Tensor:
     """As ``torch.special.erfc``."""
-    from .functional import erfc as _erfc
+    from .composite import erfc as _erfc
 
     return _erfc(input)
 
@@ -61,21 +61,21 @@ def expit(input: Tensor) -> Tensor:
 
 def logit(input: Tensor, eps: float | None = None) -> Tensor:
     """As ``torch.special.logit``."""
-    from .functional import logit as _logit
+    from .composite import logit as _logit
 
     return _logit(input, eps)
 
 
 def xlogy(input: Any, other: Any) -> Tensor:
     """As ``torch.special.xlogy``."""
-    from .functional import xlogy as _xlogy
+    from .composite import xlogy as _xlogy
 
     return _xlogy(input, other)
 
 
 def xlog1py(input: Any, other: Any) -> Tensor:
     """As ``torch.special.xlog1py``: x log1p(y), 0 where x == 0 (unless y is nan)."""
-    from .functional import xlogy as _xlogy
+    from .composite import xlogy as _xlogy
 
     if isinstance(other, Tensor):
         return _xlogy(input, other + 1) if not isinstance(input, Tensor) else _xlog1py_t(input, other)
@@ -190,7 +190,7 @@ def _hurwitz(s: Any, q: Tensor) -> Tensor:
 def zeta(input: Any, other: Any) -> Tensor:
     """As ``torch.special.zeta``: the Hurwitz zeta function sum_k (q + k)^-x; nan for x < 1, inf
     at x = 1 and at q a non-positive integer."""
-    from .functional import broadcast_tensors
+    from .tensor import broadcast_tensors
 
     like = input if isinstance(input, Tensor) else other
     x = input if isinstance(input, Tensor) else like * 0 + input
@@ -345,7 +345,7 @@ def erfinv(input: Tensor) -> Tensor:
 
 def sinc(input: Tensor) -> Tensor:
     """As ``torch.special.sinc``."""
-    from .functional import sinc as _sinc
+    from .composite import sinc as _sinc
 
     return _sinc(input)
 
@@ -357,7 +357,7 @@ def round(input: Tensor, *, decimals: int = 0) -> Tensor:  # noqa: A001 (torch's
 
 def exp2(input: Tensor) -> Tensor:
     """As ``torch.special.exp2``."""
-    from .functional import exp2 as _exp2
+    from .composite import exp2 as _exp2
 
     return _exp2(input)
 
@@ -405,7 +405,11 @@ def _install() -> None:
             continue
         fn = globals()[name]
         if name == "polygamma":  # x.polygamma(n) is polygamma(n, x)
-            setattr(T, name, lambda self, n: polygamma(n, self))
+            def method(self: Tensor, n: int) -> Tensor:
+                """As ``torch.Tensor.polygamma``: ``polygamma(n, self)``."""
+                return polygamma(n, self)
+
+            setattr(T, name, method)
         else:
             setattr(T, name, fn)
 

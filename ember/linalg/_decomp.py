@@ -70,7 +70,7 @@ def slogdet(A: Tensor) -> tuple[Tensor, Tensor]:
 
 def logdet(input: Tensor) -> Tensor:
     """As ``torch.logdet``: log(det(A)), nan where det < 0."""
-    from ..functional import where
+    from ..tensor import where
 
     sign, logabs = slogdet(input)
     return where(sign.lt(0), float("nan"), logabs)
@@ -259,7 +259,7 @@ def _qr_surrogate(A: Tensor, q: np.ndarray, r: np.ndarray, k: int) -> tuple[Tens
     om = _skew_lower(c, k)
     dq = Qk @ om + (a1 - Qk @ (Qk.mT @ a1)) @ R1i
     dr1 = (c - om) @ R1
-    from ..functional import cat
+    from ..tensor import cat
 
     dr = cat([dr1, Qk.mT @ (a2 - dq @ R2)], -1) if n > k else dr1
     if q.shape[-1] > k:  # complete mode with m > n: the extra columns are not differentiable
@@ -322,7 +322,7 @@ def svd(A: Tensor, full_matrices: bool = True, *, driver: str | None = None) -> 
         extra = full.shape[axis] - k
         if extra == 0:
             return p
-        from ..functional import cat
+        from ..tensor import cat
 
         shape = list(full.shape)
         shape[axis] = extra

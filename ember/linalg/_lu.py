@@ -63,7 +63,7 @@ def _perm_matrix(perm: np.ndarray) -> np.ndarray:
 
 
 def _packed_surrogate(A: Tensor, lu_: np.ndarray, p: np.ndarray) -> Tensor:
-    from ..functional import cat
+    from ..tensor import cat
 
     m, n = A.shape[-2:]
     k = min(m, n)

@@ -54,7 +54,7 @@ def vector_norm(x: Tensor, ord: Any = 2, dim: Any = None, keepdim: bool = False,
     elif ord == 1:
         out = a.sum(dims, keepdim)
     else:
-        from ..functional import where
+        from ..tensor import where
 
         if ord == 2:
             s = (a * a).sum(dims, keepdim)
@@ -140,7 +140,7 @@ def cond(A: Tensor, p: Any = None) -> Tensor:
 
 def cross(input: Tensor, other: Tensor, *, dim: int = -1) -> Tensor:
     """As ``torch.linalg.cross`` (``dim`` defaults to -1, unlike ``torch.cross``)."""
-    from ..functional import cross as _cross
+    from ..composite import cross as _cross
 
     return _cross(input, other, dim)
 
@@ -152,7 +152,7 @@ def vecdot(x: Tensor, y: Tensor, *, dim: int = -1) -> Tensor:
 
 def diagonal(A: Tensor, *, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:
     """As ``torch.linalg.diagonal`` (``torch.diagonal`` with the last two dims as default)."""
-    from ..functional import diagonal as _diagonal
+    from ..ops.shape import diagonal as _diagonal
 
     return _diagonal(A, offset, dim1, dim2)
 
@@ -203,7 +203,7 @@ def multi_dot(tensors: Sequence[Tensor]) -> Tensor:
 def vander(x: Tensor, *, N: int | None = None) -> Tensor:
     """As ``torch.linalg.vander``: columns x^0, x^1, ..., x^(N-1) (N = x.shape[-1] by default),
     built by running products so the gradient at x = 0 stays finite."""
-    from ..functional import stack
+    from ..tensor import stack
 
     if x.ndim == 0:
         x = x.reshape(1)
@@ -271,7 +271,7 @@ def householder_product(A: Tensor, tau: Tensor) -> Tensor:
     k = tau.shape[-1]
     if k > n or n > m:
         raise ShapeError("householder_product: needs m >= n >= k")
-    from ..functional import cat
+    from ..tensor import cat
 
     if k == 0:  # the identity's first n columns, kept in the graph as torch does
         return const(np.broadcast_to(np.eye(m, n), A.shape), A) + A * 0
