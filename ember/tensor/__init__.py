@@ -21,6 +21,8 @@ values it had (as with JAX's ``.at[].set``), and ``.numpy()`` returns a read-onl
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .arithmetic import ArithmeticMethods
 from .conversions import ConversionMethods
 from .core import (
@@ -58,6 +60,16 @@ for _table in (ArithmeticMethods, ElementwiseMethods, ReductionMethods, ShapeMet
                IndexingMethods):
     install_methods(_table)
 del _table
+
+if TYPE_CHECKING:
+    # what static tools see: the class with its method tables as bases, so go-to-definition on
+    # ``Tensor.matmul`` lands on the method's one definition (at run time the tables are copied
+    # onto the class instead, which keeps every method a plain entry of the class dict)
+    from .core import Tensor as _CoreTensor
+
+    class Tensor(_CoreTensor, ArithmeticMethods, ElementwiseMethods, ReductionMethods,  # type: ignore[no-redef]
+                 ShapeMethods, ConversionMethods, IndexingMethods):
+        """As ``torch.Tensor``."""
 
 
 def _install_registry_methods() -> None:
