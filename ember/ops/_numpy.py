@@ -12,10 +12,20 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtype as dt
-
 F32 = np.dtype(np.float32)
-HALF = frozenset({dt.float16.np, dt.bfloat16.np})
+
+
+class _HalfTypes:
+    """``d in HALF``: whether numpy dtype ``d`` is float16 or bfloat16 (ml_dtypes' kind-V type),
+    without importing ml_dtypes (``import ember`` stays light until bfloat16 is used)."""
+
+    __slots__ = ()
+
+    def __contains__(self, d: Any) -> bool:
+        return d.itemsize == 2 and d.kind in "fV"
+
+
+HALF = _HalfTypes()
 
 
 def quiet(f: Any) -> Any:
