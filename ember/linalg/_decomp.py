@@ -17,7 +17,7 @@ import numpy as np
 from .. import dtype as dt
 from ..errors import ShapeError
 from ..tensor import Tensor
-from ._common import LinAlgError, attach, check_float, check_matrix, const, host, sym
+from ._common import LinAlgError, attach, check_float, check_matrix, const, host, lu_host, sym
 
 __all__ = [
     "det", "slogdet", "logdet", "inv", "inv_ex", "solve", "solve_ex", "cholesky", "cholesky_ex", "qr", "svd",
@@ -115,8 +115,6 @@ def inv_ex(A: Tensor, *, check_errors: bool = False) -> tuple[Tensor, Tensor]:
 
 def _zero_pivot(m: np.ndarray) -> int:
     """The 1-based index of the first zero pivot of partial-pivoting LU (LAPACK's info)."""
-    from ._lu import lu_host
-
     lu, _ = lu_host(m[None])
     d = np.abs(np.diagonal(lu[0]))
     zero = np.nonzero(d == 0)[0]

@@ -14,32 +14,9 @@ import numpy as np
 
 from .. import dtype as dt
 from ..tensor import Tensor
-from ._common import attach, check_float, check_matrix, const, host
+from ._common import attach, check_float, check_matrix, const, host, lu_host
 
 __all__ = ["lu_factor", "lu_factor_ex", "lu", "lu_unpack", "lu_solve"]
-
-
-def lu_host(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(packed LU, 0-based row swaps) of a batch (..., m, n), as LAPACK getrf."""
-    m, n = a.shape[-2:]
-    k = min(m, n)
-    lu_ = a.reshape(int(np.prod(a.shape[:-2])), m, n).copy()
-    b = lu_.shape[0]
-    piv = np.zeros((b, k), np.int64)
-    rows = np.arange(b)
-    for j in range(k):
-        p = j + np.argmax(np.abs(lu_[:, j:, j]), axis=1)
-        piv[:, j] = p
-        top = lu_[rows, j].copy()
-        lu_[rows, j] = lu_[rows, p]
-        lu_[rows, p] = top
-        pivot = lu_[:, j, j]
-        nz = pivot != 0
-        with np.errstate(all="ignore"):
-            lu_[:, j + 1:, j] = np.where(nz[:, None], lu_[:, j + 1:, j] / np.where(nz, pivot, 1.0)[:, None],
-                                         lu_[:, j + 1:, j])
-        lu_[:, j + 1:, j + 1:] -= lu_[:, j + 1:, j:j + 1] * lu_[:, j:j + 1, j + 1:]
-    return lu_.reshape(a.shape), piv.reshape(*a.shape[:-2], k)
 
 
 def _perm(piv: np.ndarray, m: int) -> np.ndarray:

@@ -34,48 +34,14 @@ from typing import Any
 import numpy as np
 
 from ...tensor import Tensor
+from . import worker_info as _info
 from .dataset import Subset, TensorDataset
+from .worker_info import WorkerInfo, get_worker_info
 
 __all__ = ["WorkerInfo", "get_worker_info"]
 
 DATA, STOP, ERROR = 0, 1, 2
 _HEADER = struct.Struct("<BxxxIqq")  # kind, worker id, epoch, task id
-
-#: the WorkerInfo of this process when it is a DataLoader worker (None in the main process)
-_worker_info: WorkerInfo | None = None
-
-
-class WorkerInfo:
-    """As torch's ``WorkerInfo``: ``id``, ``num_workers``, ``seed`` and ``dataset`` (this
-    worker's copy) of the current worker process; read-only."""
-
-    id: int
-    num_workers: int
-    seed: int
-    dataset: Any
-    __initialized = False
-
-    def __init__(self, **kwargs: Any) -> None:
-        for k, v in kwargs.items():
-            setattr(self, k, v)
-        self.__keys = tuple(kwargs.keys())
-        self.__initialized = True
-
-    def __setattr__(self, key: str, val: Any) -> None:
-        if self.__initialized:
-            raise RuntimeError(f"Cannot assign attributes to {self.__class__.__name__} objects")
-        return super().__setattr__(key, val)
-
-    def __repr__(self) -> str:
-        items = ", ".join(f"{k}={getattr(self, k)}" for k in self.__keys)
-        return f"{self.__class__.__name__}({items})"
-
-
-def get_worker_info() -> WorkerInfo | None:
-    """As ``torch.utils.data.get_worker_info``: this worker's ``WorkerInfo``, None in the main
-    process (shard an ``IterableDataset`` with its ``id`` and ``num_workers``)."""
-    return _worker_info
-
 
 # --------------------------------------------------------------------------- pickling
 def _worker_tensor(array: np.ndarray, requires_grad: bool) -> Tensor:
@@ -322,7 +288,6 @@ def worker_loop(worker_id: int, conn: Any, payload: Any, pickled: bool, num_work
 
     ``payload`` is ``(dataset, collate_fn, worker_init_fn)``, as bytes of ``_Pickler`` when
     ``pickled`` (else the objects themselves: a forked child's copies)."""
-    global _worker_info
     # Ctrl-C reaches the whole process group: the main process handles it and shuts us down
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     where = f"in DataLoader worker process {worker_id}"
@@ -339,7 +304,7 @@ def worker_loop(worker_id: int, conn: Any, payload: Any, pickled: bool, num_work
         ember.manual_seed(seed)
         np.random.seed(np.random.SeedSequence([base_seed, worker_id]).generate_state(4))
         dataset, collate_fn, worker_init_fn = pickle.loads(payload) if pickled else payload
-        _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
+        _info._worker_info = WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
     except Exception as e:  # noqa: BLE001  (reported with the first task)
         init_error = _error_body(e, where + " while starting (unpickling the dataset, collate_fn, worker_init_fn)")
     if init_error is None and worker_init_fn is not None:

@@ -27,7 +27,7 @@ from ... import dtype as dt
 from ...creation import from_numpy
 from ...functional import stack
 from ...tensor import Tensor
-from . import _worker
+from . import worker_info as _info
 
 __all__ = ["default_collate", "default_convert", "collate", "default_collate_fn_map", "default_collate_err_msg_format"]
 
@@ -68,7 +68,7 @@ def _batch_tensor(array: np.ndarray) -> Tensor:
 
 
 def _in_worker() -> bool:
-    return _worker._worker_info is not None
+    return _info._worker_info is not None
 
 
 def _leaf(array: np.ndarray) -> Any:
