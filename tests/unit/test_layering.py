@@ -5,17 +5,19 @@ imports both count; ``if TYPE_CHECKING:`` imports do not, as they never run).
 Layers, top to bottom; a module imports its own layer and the layers below it:
 
 1. the Tensor API and the training stack (``ember`` top level, ``nn``, ``optim``, ``utils``,
-   ``amp``, ``linalg``, ``special``)
+   ``amp``, ``linalg``, ``special``), and ``Device`` (whose ``backend()`` builds the stack)
 2. the op registry and catalog (``ember.ops``, ``backends/base.py``) and Dispatch
 3. the decorators (``backends/autodiff``, ``backends/fusion``)
 4. the backends (``backends/cube``, ``backends/flex``)
 5. autotune
-6. the kernel language, IR and compilers (``ember.cube`` outside ``runtime``)
-7. the runtimes (``ember.cube.runtime``)
-8. the environment: configuration and store, errors, tracing, dtypes, shapes, devices
+6. the kernel language and launches (``ember.cube``, ``cube/lang``, ``cube/launch``)
+7. the runtimes (``ember.cube.runtime``): a runtime compiles on a pipeline-cache miss, so it
+   calls the compilers, which sit below it
+8. the IR and its compilers (``cube/ir.py``, ``cube/types.py``, ``cube/kernel_id.py``,
+   ``cube/compiler``): pure IR -> source text
+9. the environment: configuration and store, errors, tracing, dtypes, shapes, device kinds,
+   the Philox stream (``ember.random``: values only, no tensors)
 
-The registry and catalog are the contract the decorators and backends implement, so layers
-3 and 4 may import them (and only them) from layer 2.
 """
 
 from __future__ import annotations
@@ -29,15 +31,16 @@ ROOT = Path(__file__).resolve().parents[2] / "ember"
 
 #: module prefix -> layer (the longest matching prefix wins)
 LAYERS = {
-    "ember": 1,
+    "ember": 1, "ember.device": 1,
     "ember.ops": 2, "ember.backends": 2, "ember.backends.base": 2, "ember.backends.dispatch": 2,
     "ember.backends.autodiff": 3, "ember.backends.fusion": 3,
     "ember.backends.cube": 4, "ember.backends.flex": 4,
     "ember.autotune": 5,
     "ember.cube": 6,
     "ember.cube.runtime": 7,
-    "ember.environment": 8, "ember.errors": 8, "ember.tracing": 8, "ember.dtype": 8, "ember._shape": 8,
-    "ember.device": 8, "ember.precision": 8, "ember.philox": 8,
+    "ember.cube.ir": 8, "ember.cube.types": 8, "ember.cube.kernel_id": 8, "ember.cube.compiler": 8,
+    "ember.environment": 9, "ember.errors": 9, "ember.tracing": 9, "ember.dtype": 9, "ember._shape": 9,
+    "ember.device_kind": 9, "ember.precision": 9, "ember.random": 9,
 }
 #: modules of layer 2 that the decorators and backends implement
 CONTRACT = ("ember.ops", "ember.backends.base")
