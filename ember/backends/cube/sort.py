@@ -29,6 +29,8 @@ from . import sort_kernels as sk
 _SHARED_BUDGET = 32 * 1024
 _GLOBAL_DIM = CubeDim(256)
 _HALF = (dt.float16, dt.bfloat16)
+#: fewest positions a cube sorts (a row of 5 pads to 64)
+_MIN_CAP = 64
 
 
 def _pow2(n: int) -> int:
@@ -59,7 +61,10 @@ class SortOps:
         if rows == 0 or k == 0:
             return out
         padded = _pow2(k)
-        cap = min(padded, self._sort_cap(x.dtype))
+        # a row within one cube sorts in the smallest of 64, 256, 1024, ... positions that holds
+        # it: few kernel variants (cap is comptime), and the extra pads cost one cube nothing
+        cap = min(max(_MIN_CAP, 1 << (2 * math.ceil((padded.bit_length() - 1) / 2))), self._sort_cap(x.dtype))
+        padded = max(padded, cap)
         chunks = padded // cap
         dim_units = CubeDim(max(32, min(256, cap // 2)))
         count = CubeCount.covering(rows * chunks, 1)
