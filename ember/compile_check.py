@@ -232,6 +232,14 @@ def _sweep(bk: Any, dtypes: Iterable[dt.DType], families: set[str]) -> Iterable[
                     yield f"logsumexp/{tag}", bk.logsumexp, (t, dims, False)
                     yield f"mean/{tag}", bk.mean, (t, dims, False)
                     yield f"var/{tag}", bk.var, (t, dims, 1.0, False)
+            # every dtype sorts (bool as uint8): rows within one cube's shared memory, and rows
+            # long enough for the global stages
+            long = bk.from_data(_data((2, 20000), d, rng), d)
+            for t, dim in ((t2, 1), (t2, 0), (ts[2], 1), (long, 1)):
+                for op in ops.primitives("sort"):
+                    for desc in (False, True):
+                        yield f"{op}/{d.name}/{t.shape}[{dim}]{'desc' if desc else ''}", getattr(bk, op), \
+                            (t, dim, desc, True)
         if "matmul" in families and num:
             from .backends.cube.matmul import MATMUL_CANDIDATES
 

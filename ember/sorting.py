@@ -2,9 +2,12 @@
 nanmedian, mode, quantile, nanquantile, cummax, cummin, logcumsumexp, searchsorted,
 bucketize, histc, bincount, unique, unique_consecutive.
 
-Orders are decided on the host (numpy's stable sorts, NaN ordered above every number as torch
-does) and come back as int64 index tensors; the values are then ``gather``-ed from the input on
-its device, so they carry autodiff's exact gradient. ``logcumsumexp`` is a
+Orders are decided on the input's device by the registry's ``argsort`` (a stable sort, NaN
+ordered above every number as torch does; a bitonic network on the Cube backend) as int64
+index tensors; the values are then ``gather``-ed from the input, so they carry autodiff's
+exact gradient. sort, argsort, msort, topk, kthvalue, median and nanmedian run entirely on
+the device (median's position in each slice counts NaN there); quantile sorts on the device
+and computes its ranks on the host; mode and cummax/cummin still decide on the host. ``logcumsumexp`` is a
 log-depth scan of ember ops (Hillis-Steele: step k combines each element with the one k
 before), so it stays on the device and is differentiated by autodiff.
 Counting ops (histc, bincount, unique, searchsorted) return host-computed results, as torch's
@@ -20,7 +23,7 @@ import numpy as np
 
 from . import _shape as S
 from . import dtype as dt
-from .creation import tensor
+from .creation import full, tensor
 from .errors import ShapeError
 from .tensor import Tensor
 
@@ -47,27 +50,21 @@ def _index(a: np.ndarray, like: Tensor) -> Tensor:
     return tensor(np.array(a, dtype=np.int64), dtype=dt.int64, device=like.device)
 
 
-def _order(a: np.ndarray, axis: int, descending: bool) -> np.ndarray:
-    """Stable argsort along ``axis``; NaN is above every number (last ascending, first descending)."""
-    if a.dtype == np.bool_:
-        a = a.astype(np.int8)
-    if not descending:
-        return np.argsort(a, axis=axis, kind="stable")
-    m = np.moveaxis(a, axis, -1)
-    nan = np.isnan(m) if m.dtype.kind == "f" else np.zeros(m.shape, bool)
-    key = -m.astype(np.float64) if m.dtype.kind == "f" else -m.astype(np.int64)
-    if m.size == 0:
-        return np.moveaxis(np.zeros(m.shape, np.int64), -1, axis)
-    flat_key, flat_nan = key.reshape(-1, m.shape[-1]), (~nan).reshape(-1, m.shape[-1])
-    rows = [np.lexsort((k, n)) for k, n in zip(flat_key, flat_nan)]
-    out = np.stack(rows) if rows else np.zeros(flat_key.shape, np.int64)
-    return np.moveaxis(out.reshape(m.shape), -1, axis)
-
-
 def _gather(x: Tensor, dim: int, idx: np.ndarray) -> Tensor:
     if x.ndim == 0:
         return x.reshape(1).gather(0, _index(idx.reshape(1), x)).reshape(())
     return x.gather(dim, _index(idx, x))
+
+
+def _order(x: Tensor, d: int, descending: bool) -> Tensor:
+    """The stable argsort of ``x`` (at least 1-d) along ``d`` on its device (the registry's
+    ``argsort``): int64, NaN above every number (last ascending, first descending)."""
+    return x._op("argsort", d, bool(descending), True, dtype=dt.int64)
+
+
+def _without(shape: tuple[int, ...], d: int) -> tuple[int, ...]:
+    """``shape`` without dim ``d``."""
+    return shape[:d] + shape[d + 1:]
 
 
 def _dim(x: Tensor, dim: int) -> int:
@@ -77,15 +74,20 @@ def _dim(x: Tensor, dim: int) -> int:
 def sort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> ValuesIndices:
     """As ``torch.sort`` (always stable: equal elements keep their order)."""
     d = _dim(input, dim)
-    a = _host(input)
-    idx = _order(a.reshape(1) if a.ndim == 0 else a, d, descending)
-    idx = idx.reshape(()) if a.ndim == 0 else idx
-    return ValuesIndices(_gather(input, d, idx), _index(idx, input))
+    x = input.reshape(1) if input.ndim == 0 else input
+    idx = _order(x, d, descending)
+    v = x.gather(d, idx)
+    if input.ndim == 0:
+        return ValuesIndices(v.reshape(()), idx.reshape(()))
+    return ValuesIndices(v, idx)
 
 
 def argsort(input: Tensor, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
     """As ``torch.argsort`` (stable)."""
-    return sort(input, dim, descending, stable).indices
+    d = _dim(input, dim)
+    if input.ndim == 0:
+        return _order(input.reshape(1), 0, descending).reshape(())
+    return _order(input, d, descending)
 
 
 def msort(input: Tensor) -> Tensor:
@@ -96,38 +98,46 @@ def msort(input: Tensor) -> Tensor:
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> ValuesIndices:
     """As ``torch.topk`` (the k largest, or smallest, in order; ties keep their input order)."""
     d = _dim(input, dim)
-    a = _host(input)
-    a1 = a.reshape(1) if a.ndim == 0 else a
-    if not 0 <= k <= (a1.shape[d] if a1.ndim else 1):
-        raise IndexError(f"topk: k ({k}) out of range for dimension {dim} of size {a1.shape[d]}")
-    idx = np.take(_order(a1, d, largest), np.arange(k), axis=d)
-    idx = idx.reshape(()) if a.ndim == 0 and k == 1 else idx
-    return ValuesIndices(_gather(input, d, idx), _index(idx, input))
+    x = input.reshape(1) if input.ndim == 0 else input
+    n = x.shape[d]
+    if not 0 <= k <= n:
+        raise IndexError(f"topk: k ({k}) out of range for dimension {dim} of size {n}")
+    idx = _order(x, d, largest).narrow(d, 0, k)
+    v = x.gather(d, idx)
+    if input.ndim == 0 and k == 1:
+        return ValuesIndices(v.reshape(()), idx.reshape(()))
+    return ValuesIndices(v, idx)
 
 
-def _pick(input: Tensor, d: int, pos: np.ndarray, order: np.ndarray, keepdim: bool) -> ValuesIndices:
-    """The elements at sorted positions ``pos`` (one per slice along ``d``)."""
-    idx = np.take_along_axis(order, np.expand_dims(pos, d), d) if order.ndim else order
-    v = _gather(input, d, idx)
-    if not keepdim and input.ndim:
-        v, idx = v.squeeze(d), np.squeeze(idx, d)
-    return ValuesIndices(v, _index(idx, input))
+def _pick(x: Tensor, d: int, pos: Tensor, order: Tensor, keepdim: bool) -> ValuesIndices:
+    """The elements of ``x`` (at least 1-d) at sorted positions ``pos`` (an int64 tensor of x's
+    shape without ``d``: one position per slice) of the argsort ``order``."""
+    idx = order.gather(d, pos.unsqueeze(d))
+    v = x.gather(d, idx)
+    if not keepdim:
+        v, idx = v.squeeze(d), idx.squeeze(d)
+    return ValuesIndices(v, idx)
+
+
+def _scalar_out(input: Tensor, out: ValuesIndices) -> ValuesIndices:
+    if input.ndim == 0:
+        return ValuesIndices(out.values.reshape(()), out.indices.reshape(()))
+    return out
 
 
 def kthvalue(input: Tensor, k: int, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
     """As ``torch.kthvalue``: the k-th smallest (1-based) along ``dim`` and its index."""
     d = _dim(input, dim)
-    a = _host(input)
-    a1 = a.reshape(1) if a.ndim == 0 else a
-    n = a1.shape[d]
+    x = input.reshape(1) if input.ndim == 0 else input
+    n = x.shape[d]
     if not 1 <= k <= n:
         raise IndexError(f"kthvalue: k ({k}) out of range for dimension of size {n}")
-    order = _order(a1, d, False)
-    pos = np.full(np.delete(np.array(a1.shape), d), k - 1, np.int64)
-    out = _pick(input if input.ndim else input.reshape(1), d, pos, order, keepdim or input.ndim == 0)
-    if input.ndim == 0:
-        return ValuesIndices(out.values.reshape(()), out.indices.reshape(()))
-    return out
+    order = _order(x, d, False)
+    idx = order.narrow(d, k - 1, 1)
+    v = x.gather(d, idx)
+    if not keepdim or input.ndim == 0:
+        v, idx = v.squeeze(d), idx.squeeze(d)
+    return _scalar_out(input, ValuesIndices(v, idx))
 
 
 def _median(input: Tensor, dim: Any, keepdim: bool, ignore_nan: bool) -> Any:
@@ -138,19 +148,24 @@ def _median(input: Tensor, dim: Any, keepdim: bool, ignore_nan: bool) -> Any:
         return _median(flat, 0, False, ignore_nan).values
     d = _dim(input, dim)
     x = input if input.ndim else input.reshape(1)
-    a = _host(x)
-    order = _order(a, d, False)
-    n = a.shape[d]
-    nans = np.isnan(a).sum(d) if a.dtype.kind == "f" else np.zeros(np.delete(np.array(a.shape), d), np.int64)
-    if ignore_nan:  # the lower median of the numbers; an all-NaN slice gives its first NaN
-        c = n - nans
-        pos = np.where(c > 0, (c - 1) // 2, 0)
+    order = _order(x, d, False)  # NaN last
+    n = x.shape[d]
+    if n == 0:
+        raise IndexError(f"median(): expected a non-empty dimension {dim}")
+    # the sorted position of each slice's median, on the device (data-dependent through NaN)
+    if x.dtype.is_floating_point:
+        nans = x.detach().isnan().to(dt.int64).sum(d)
+    else:
+        nans = None
+    if nans is None:
+        pos = full(_without(x.shape, d), (n - 1) // 2, dtype=dt.int64, device=x.device)
+    elif ignore_nan:  # the lower median of the numbers; an all-NaN slice gives its first NaN
+        c = -nans + n
+        pos = ((c - 1).clamp(min=0)) // 2
     else:  # any NaN makes the median NaN: the first NaN in sorted order
-        pos = np.where(nans > 0, n - nans, (n - 1) // 2)
-    out = _pick(x, d, pos.astype(np.int64), order, keepdim or input.ndim == 0)
-    if input.ndim == 0:
-        return ValuesIndices(out.values.reshape(()), out.indices.reshape(()))
-    return out
+        pos = (nans > 0).to(dt.int64) * (-nans + n - (n - 1) // 2) + (n - 1) // 2
+    out = _pick(x, d, pos, order, keepdim or input.ndim == 0)
+    return _scalar_out(input, out)
 
 
 def median(input: Tensor, dim: int | None = None, keepdim: bool = False) -> Any:

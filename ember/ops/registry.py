@@ -30,6 +30,7 @@ FAMILIES = (
     "reduce",       # op(p, dims, keepdim) over a non-empty tuple of dims
     "arg_reduce",   # op(p, dim, keepdim) -> int64 indices
     "scan",         # op(p, dim): same shape, running along dim
+    "sort",         # op(p, dim, descending, stable) -> int64 permutation of each slice along dim
     "normalize",    # softmax family and moments: reductions with a dedicated kernel or rule
     "matmul",
     "shape",        # layout and views

@@ -796,6 +796,65 @@ add(
            (0,)),
 )
 
+# -- sorting ------------------------------------------------------------------------------
+def _order(x: np.ndarray, dim: int, descending: bool) -> np.ndarray:
+    """torch's stable order along ``dim``: NaN above every number (last ascending, first
+    descending), ties in input order."""
+    key = np.asarray(x).astype(np.float64)
+    nan = np.isnan(key)
+    if descending:
+        return np.lexsort((np.where(nan, 0.0, -key), ~nan), axis=dim)
+    return np.lexsort((np.where(nan, 0.0, key), nan), axis=dim)
+
+
+def _sorted(x: np.ndarray, dim: int, descending: bool, k: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    idx = _order(x, dim, descending)
+    if k is not None:
+        idx = np.take(idx, np.arange(k), axis=dim)
+    return np.take_along_axis(np.asarray(x), idx, dim), idx
+
+
+#: ties (a grid of 0.5) and NaN/inf mixed in; rows of several lengths, none a power of two
+_SORT_GEN = {"grid": 0.5, "ints": (-4, 4), "edges": (np.nan, np.inf, -np.inf, np.nan)}
+_SORT_SHAPES = [(5,), (3, 33), (2, 4, 7)]
+for _dim, _desc in ((-1, False), (-1, True), (0, True)):
+    _t = f"dim={_dim}{',desc' if _desc else ''}"
+    add(
+        OpSpec(f"sort[{_t}]", lambda x, d=_dim, o=_desc: tuple(x.sort(d, descending=o)),
+               lambda x, d=_dim, o=_desc: _sorted(x, d, o), unary(_SORT_SHAPES, **_SORT_GEN), NUMERIC + ("bool",),
+               (), lambda d: (d, "int64"), tol=0),
+        OpSpec(f"argsort[{_t}]", lambda x, d=_dim, o=_desc: x.argsort(d, descending=o),
+               lambda x, d=_dim, o=_desc: _order(x, d, o), unary(_SORT_SHAPES, **_SORT_GEN), NUMERIC + ("bool",),
+               (), lambda d: "int64"),
+    )
+for _dim, _largest in ((-1, True), (-1, False), (0, True)):
+    add(OpSpec(f"topk[k=3,dim={_dim},largest={_largest}]",
+               lambda x, d=_dim, g=_largest: tuple(x.topk(3, d, largest=g)),
+               lambda x, d=_dim, g=_largest: _sorted(x, d, g, 3), unary([(4, 9), (3, 4, 5)], **_SORT_GEN), NUMERIC,
+               (), lambda d: (d, "int64"), tol=0))
+add(
+    # the values' gradient flows through gather (distinct values: no tie is a kink)
+    OpSpec("sort.grad", lambda x: x.sort(-1, descending=True).values, lambda x: _sorted(x, -1, True)[0],
+           unary([(3, 6)], distinct=True), FLOATS, (0,)),
+    OpSpec("topk.grad", lambda x: x.topk(2, 0).values, lambda x: _sorted(x, 0, True, 2)[0],
+           unary([(5, 3)], distinct=True), FLOATS, (0,)),
+    # rows longer than one cube's shared memory (4096 float32 / 2048 float64 keys): the
+    # chunked network with global merge stages
+    OpSpec("large.sort[len=5000]", lambda x: tuple(x.sort(-1)), lambda x: _sorted(x, -1, False),
+           unary([(2, 5000)], **_SORT_GEN), ("float32", "float64", "int32"), (), lambda d: (d, "int64"), tol=0),
+    OpSpec("large.argsort[len=2100,desc]", lambda x: x.argsort(0, descending=True), lambda x: _order(x, 0, True),
+           unary([(2100, 2)], **_SORT_GEN), ("float32", "float64", "int64"), (), lambda d: "int64"),
+    OpSpec("large.topk[len=5000]", lambda x: tuple(x.topk(5)), lambda x: _sorted(x, -1, True, 5),
+           unary([(1, 5000)], **_SORT_GEN), ("float32",), (), lambda d: (d, "int64"), tol=0),
+    # long contiguous rows: the block scan on parallel-units devices (several blocks per row)
+    OpSpec("large.cumsum[dim=1]", lambda x: x.cumsum(1), lambda x: np.cumsum(x, axis=1), unary([(3, 3000)]),
+           NUMERIC, (), int64_out, mag=linear_mag(lambda x: np.cumsum(x, axis=1))),
+    OpSpec("large.cumprod[dim=-1]", lambda x: x.cumprod(-1), lambda x: np.cumprod(x, axis=-1),
+           unary([(2, 2500)], lo=0.98, hi=1.02), FLOATS, (), tol=3,
+           mag=linear_mag(lambda x: np.cumprod(x, axis=-1))),
+)
+
+
 # -- larger tensors (several blocks / tiles on a kernel backend) ---------------------------
 LARGE = (300, 37)
 add(

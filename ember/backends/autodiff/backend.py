@@ -23,6 +23,7 @@ from typing import Any
 from ... import dtype as dt
 from ... import tracing
 from ...errors import AutodiffError
+from ...ops import primitives
 from ..base import (
     ARG_REDUCE_OPS,
     BINARY_OPS,
@@ -102,6 +103,10 @@ class Autodiff(Backend):
         for op in RULES:
             if op not in self.__dict__ and op not in Autodiff.__dict__:
                 setattr(self, op, functools.partial(self._mixed, op))
+        # the non-differentiable primitives of the other families (argsort) forward untracked
+        for op in primitives("sort"):
+            if op not in self.__dict__ and op not in Autodiff.__dict__:
+                setattr(self, op, functools.partial(self._untracked, op))
 
     def __repr__(self) -> str:
         return f"Autodiff({self.inner!r}, checkpointing={self.checkpointing!r})"
@@ -213,6 +218,10 @@ class Autodiff(Backend):
         if mode.enabled and any(_tracked(a) for a in call):
             return self._record(RULES[op], fn, call, out)
         return ADTensor(out, None)
+
+    def _untracked(self, op: str, *call: Any) -> ADTensor:
+        """An op without a gradient (its results are never tracked)."""
+        return ADTensor(self._fns[op](*[_unwrap(a) for a in call]), None)
 
     # ------------------------------------------------------------------ data (never tracked)
     def dtype(self, p: ADTensor) -> dt.DType:

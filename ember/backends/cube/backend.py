@@ -24,6 +24,7 @@ from .elementwise import ElementwiseOps
 from .indexing import IndexOps
 from .matmul import MatmulOps
 from .reduce import ReduceOps
+from .sort import SortOps
 
 __all__ = ["CubeBackend", "CubeTensor"]
 
@@ -38,7 +39,7 @@ def line_width(numel: int, itemsize: int, offset: int = 0, limit: int = 64) -> i
     return 1
 
 
-class CubeBackend(ElementwiseOps, ReduceOps, MatmulOps, IndexOps, Backend):
+class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, IndexOps, Backend):
     eager = True  # launches run before the call returns (inline channel) or before any read
 
     def __init__(self, client: Any) -> None:

@@ -64,6 +64,11 @@ _UNIT_ROW_LINES = 8
 #: H200 SM of 228 KiB, and stay within CUDA's 48 KiB of static shared memory)
 _STAGED_MAX_BYTES = 32 * 1024
 _UNIT_ROW_LEN = 64
+#: scans along a contiguous dim at least this long take the block scan on parallel-units targets
+#: (``scan_rows``' unit per row reads rows k apart across a plane: uncoalesced), in blocks of
+#: ``_BIG`` units x at most ``_SCAN_SPAN`` elements each (8 KiB of float32 shared memory)
+_BLOCK_SCAN_MIN = 256
+_SCAN_SPAN = 8
 #: on a serial-units target (CPU): one unit per row from this many rows on, up to this length
 _SERIAL_MIN_ROWS = 1024
 _SERIAL_MAX_LEN = 1 << 14
@@ -134,11 +139,31 @@ class ReduceOps:
         if p.numel:
             x = self.contiguous(p)
             outer, k, inner = _split3(p.shape, dim, dim)
-            rows = outer * inner
-            rk.scan_rows.launch(
-                self.client, CubeCount.covering(rows, _BIG), _BIG, x, out, rows, k, inner, op
-            )
+            self._scan_into(x, out, outer * inner, k, inner, op)
         return self.cast(out, d) if acc is not d else out
+
+    def _scan_into(self, x: CubeTensor, out: CubeTensor, rows: int, k: int, inner: int, op: str) -> None:
+        """out (contiguous, the accumulator type) = the scan of contiguous x viewed as
+        (rows / inner, k, inner) along k. Long contiguous rows on a target whose units run in
+        parallel take the block scan (coalesced, every cube busy); short rows, strided layouts
+        and serial-units targets (the CPU, where a unit per row streams its row from cache)
+        run ``scan_rows``, one unit per row."""
+        if inner == 1 and k >= _BLOCK_SCAN_MIN and not self._units_serial:
+            span = min(_SCAN_SPAN, 1 << max(0, (_cdiv(k, _BIG.units) - 1).bit_length()))
+            block = _BIG.units * span
+            blocks = _cdiv(k, block)
+            totals = self._empty((rows * blocks,), out.dtype)
+            rk.scan_blocks.launch(
+                self.client, CubeCount.covering(rows * blocks, 1), _BIG, x, out, totals, k, blocks, span, op
+            )
+            if blocks > 1:
+                scanned = self._empty((rows * blocks,), out.dtype)
+                self._scan_into(totals, scanned, rows, blocks, 1, op)
+                rk.scan_add.launch(
+                    self.client, CubeCount.covering(rows * k, _BIG), _BIG, out, scanned, k, blocks, block, op
+                )
+            return
+        rk.scan_rows.launch(self.client, CubeCount.covering(rows, _BIG), _BIG, x, out, rows, k, inner, op)
 
     def softmax(self, p: CubeTensor, dim: int) -> CubeTensor:
         return self._softmax(p, dim, "softmax")

@@ -484,3 +484,83 @@ def scan_rows(x: Array[In], out: Array[Acc], rows: u32, k_len: u32, inner: u32, 
                 p += inner
         else:
             assert False, f"unknown scan op {op!r}"  # noqa: B011 - a comptime assert (expansion error)
+
+
+@function
+def scan_identity(op: Comptime[str]):
+    if op == "cumprod":
+        return Acc(1)
+    return Acc(0)
+
+
+@function
+def scan_combine(a, b, op: Comptime[str]):
+    if op == "cumprod":
+        return a * b
+    return a + b
+
+
+@kernel
+def scan_blocks(
+    x: Array[In], out: Array[Acc], totals: Array[Acc], k_len: u32, blocks: u32, span: Comptime[int],
+    op: Comptime[str],
+):
+    """Pass 1 of the block scan of contiguous rows (x is (rows, k_len)): cube c scans block
+    c % blocks (``CUBE_DIM * span`` elements) of row c // blocks. The block is staged in shared
+    memory with coalesced reads; each unit scans its ``span`` consecutive elements, the units'
+    totals are scanned (Hillis-Steele, log2(CUBE_DIM) steps), each unit adds the exclusive
+    prefix back, and the block goes out coalesced: out = the inclusive scan within the block,
+    totals[c] = the block's fold. Padding past k_len holds the op's identity."""
+    c = CUBE_POS
+    u = UNIT_POS
+    block = CUBE_DIM * span
+    start = (c % blocks) * block
+    base = (c // blocks) * k_len + start
+    n = min(k_len - start, u32(block))
+    sm = SharedMemory(Acc, block)
+    ident = scan_identity(op)
+    for j in range(span):
+        q = j * CUBE_DIM + u
+        v = ident
+        if q < n:
+            v = cast(x[base + q], Acc)
+        sm[q] = v
+    sync_cube()
+    acc = ident
+    for j in range(span):
+        acc = scan_combine(acc, sm[u * span + j], op)
+        sm[u * span + j] = acc
+    tot = SharedMemory(Acc, CUBE_DIM)
+    tot[u] = acc
+    sync_cube()
+    off = u32(1)
+    while off < CUBE_DIM:
+        t = tot[u]
+        if u >= off:
+            t = scan_combine(tot[u - off], t, op)
+        sync_cube()
+        tot[u] = t
+        sync_cube()
+        off = off * 2
+    if u > 0:
+        prefix = tot[u - 1]
+        for j in range(span):
+            sm[u * span + j] = scan_combine(prefix, sm[u * span + j], op)
+    sync_cube()
+    for j in range(span):
+        q = j * CUBE_DIM + u
+        if q < n:
+            out[base + q] = sm[q]
+    if u == 0:
+        totals[c] = tot[CUBE_DIM - 1]
+
+
+@kernel
+def scan_add(out: Array[Acc], scanned: Array[Acc], k_len: u32, blocks: u32, block: u32, op: Comptime[str]):
+    """Pass 3 of the block scan: element (row, k) of block b > 0 combines with the inclusive scan
+    of its row's block totals up to block b - 1 (one unit per element)."""
+    e = ABSOLUTE_POS
+    if e < out.len():
+        b = (e % k_len) // block
+        if b > 0:
+            out[e] = scan_combine(scanned[(e // k_len) * blocks + b - 1], out[e], op)
