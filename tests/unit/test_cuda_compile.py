@@ -105,8 +105,8 @@ def test_compile_check_subset_covers_every_family_and_compiles():
     assert rep.failures == [], rep.failures[:3]
     # the sample, plus the hand-written kernels: mma.sync (f16/bf16 and tf32), the SGEMM tiles,
     # and every wgmma tile config compiled for sm_90a
-    from ember.cube.runtime.cuda_sgemm import SGEMM_TILES
-    from ember.cube.runtime.cuda_wgmma import _CONFIGS, _CONFIGS_TF32
+    from ember.backends.cube.cuda_kernels.sgemm import SGEMM_TILES
+    from ember.backends.cube.cuda_kernels.wgmma import _CONFIGS, _CONFIGS_TF32
 
     hand_written = 3 + len(SGEMM_TILES) + len(_CONFIGS) + len(_CONFIGS_TF32)  # mma, mma tf32, transposes
     assert rep.ops > 1000 and rep.compiled == rep.kernels == 40 + hand_written
@@ -287,8 +287,8 @@ def test_preparing_compiles_hand_written_sources_on_the_pool(monkeypatch):
     start one NVRTC compile per source on the pool and hand out a stand-in whose launches run
     nothing; after ``wait_prepared`` the real call loads the stored cubin without compiling."""
     nvrtc_or_skip()
+    from ember.backends.cube.cuda_kernels.mma import MMA_SOURCE, entry_name
     from ember.cube.runtime import cuda
-    from ember.cube.runtime.cuda_mma import MMA_SOURCE, entry_name
 
     monkeypatch.setattr(cuda, "_current", type("T", (), {"ctx": None})())
     server = _fake_server()

@@ -39,7 +39,7 @@ from .cuda_nvrtc import nvrtc
 from .preparing import Preparing
 from .service import InlineChannel
 
-__all__ = ["CudaClient", "CudaServer", "CudaError", "CudaFaultError", "create_client", "devices"]
+__all__ = ["CudaClient", "CudaServer", "CudaError", "CudaFaultError", "create_client", "devices", "driver_error"]
 
 
 class CudaError(EmberError, RuntimeError):
@@ -89,6 +89,12 @@ def _err_text(err: Any) -> str:
         return f"{name.decode()}: {text.decode()}"
     except Exception:  # noqa: BLE001
         return str(err)
+
+
+def driver_error(err: Any, what: str) -> CudaError:
+    """The ``CudaError`` of driver call ``what`` that returned ``err`` (for driver calls made
+    outside the runtime: the hand-written kernels' TMA tensor maps)."""
+    return CudaError(f"{what} failed: {_err_text(err)}")
 
 
 def _ok(res: Any, what: str) -> Any:
@@ -505,9 +511,10 @@ class CudaServer(Preparing):
         return cubin, False, f"nvrtc {nv.version[0]}.{nv.version[1]} --gpu-architecture={arch}"
 
     def raw_function(self, source: str, entry: str, dynamic_smem: int = 0, arch: str | None = None) -> Any:
-        """A CUfunction of hand-written CUDA C++ (``cuda_mma``), compiled and stored like every
-        cubin (the store key covers the whole source), cached in-process by (source, entry, arch);
-        ``arch`` (e.g. ``sm_90a`` for ``cuda_wgmma``) replaces the device's own target."""
+        """A CUfunction of hand-written CUDA C++ (``backends/cube/cuda_kernels``), compiled and
+        stored like every cubin (the store key covers the whole source), cached in-process by
+        (source, entry, arch); ``arch`` (e.g. ``sm_90a`` for wgmma) replaces the device's own
+        target."""
         key = (hash(source), entry, arch)
         fn = self._raw.get(key)
         if fn is not None:
