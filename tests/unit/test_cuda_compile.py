@@ -192,9 +192,9 @@ def test_the_kernel_id_index_gives_back_what_a_launch_needs(tmp_path, monkeypatc
     kid = axpy.kernel_id(128, F32, F32.copy(), 2.0, target=TARGET)
     src = render(axpy, 128, F32, F32.copy(), 2.0)
     ns = f"compile/cuda/sm_90/{nv.fingerprint('sm_90')}"
-    import ember.cube.runtime.cpu as cpu_runtime
+    from ember.environment import store as store_module
 
-    monkeypatch.setattr(cpu_runtime, "_store", lambda _mod: st)
+    monkeypatch.setattr(store_module, "compile_store", lambda: st)
     cubin, hit = stored_compile(nv, src.source, src.entry, "sm_90")
     assert not hit and stored_compile(nv, src.source, src.entry, "sm_90")[1]
     index = CubinIndex(st, ns)

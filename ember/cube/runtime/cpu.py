@@ -23,7 +23,6 @@ import os
 import platform
 import shlex
 import shutil
-import sys
 import tempfile
 import threading
 import time
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import tracing
+from ...environment.version import ember_version
 from ...errors import CompilationError
 from .preparing import Preparing
 from .service import Channel, InlineChannel, ServiceThread
@@ -56,11 +56,6 @@ _NEEDED = ["-shared", "-fPIC"]
 
 class ToolchainError(Exception):
     """No working C compiler (turned into DeviceUnavailableError by the backend)."""
-
-
-def _ember_version() -> str:
-    mod = sys.modules.get("ember")
-    return str(getattr(mod, "__version__", "0"))
 
 
 def _cpu_identity() -> str:
@@ -130,7 +125,7 @@ class CToolchain:
             from ...environment import store
 
             key = self._probe_key()
-            st = _store(store)
+            st = store.compile_store()
             known = st.get_json("compile/cpu/toolchains", key) if st is not None else None
             if (
                 isinstance(known, dict)
@@ -216,7 +211,7 @@ class CToolchain:
                     self.version,
                     " ".join(self.command[1:]),
                     " ".join(self.flags),
-                    _ember_version(),
+                    ember_version(),
                     _cpu_identity(),
                 ]
             )
@@ -232,7 +227,7 @@ class CToolchain:
             str(self.path),
             self.version,
             " ".join(self.command + self.flags),
-            _ember_version(),
+            ember_version(),
         ):
             h.update(part.encode())
             h.update(b"\0")
@@ -266,17 +261,6 @@ class CToolchain:
     def compile(self, source: str, entry: str) -> bytes:
         self.ensure()
         return self._build(source, entry)
-
-
-def _store(store_mod: Any) -> Any:
-    from ...environment import config
-
-    try:
-        if not config.get("compilation.cache"):
-            return None
-    except Exception:
-        pass
-    return store_mod.get_store()
 
 
 class CompiledKernel:
@@ -593,7 +577,7 @@ class CpuServer(Preparing):
         """(store, artifact namespace), or None when compiled kernels are not kept."""
         from ...environment import store
 
-        st = _store(store)
+        st = store.compile_store()
         if st is None:
             return None
         tc = self.toolchain
@@ -639,7 +623,7 @@ class CpuServer(Preparing):
 
         tc = self.toolchain
         tc.ensure()
-        st = _store(store)
+        st = store.compile_store()
         if st is None:
             return None
         ns = f"compile/cpu/{tc.fingerprint()}"
@@ -658,7 +642,7 @@ class CpuServer(Preparing):
         so = tc.compile(src.source, src.entry)
         with self._lock:
             self.compiles += 1
-        st = _store(store)
+        st = store.compile_store()
         if st is not None:
             meta = {
                 "ext": "so",

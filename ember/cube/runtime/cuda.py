@@ -475,20 +475,18 @@ class CudaServer(Preparing):
         idx = self._cubin_index
         if idx is None:
             from ...environment import store
-            from .cpu import _store
 
             ns = f"compile/cuda/{self.arch}/{self.nvrtc.fingerprint(self.arch)}"
-            idx = self._cubin_index = CubinIndex(_store(store), ns)
+            idx = self._cubin_index = CubinIndex(store.compile_store(), ns)
         return idx
 
     def _cubin(self, src: CompiledSource, kid: KernelId | None, arch: str | None = None) -> tuple[bytes, bool, str]:
         """``arch``: a target other than the device's own (``sm_90a`` for wgmma); default the device's."""
         from ...environment import store
-        from .cpu import _store
 
         nv = self.nvrtc
         arch = arch or self.arch
-        st = _store(store)
+        st = store.compile_store()
         ns = f"compile/cuda/{arch}/{nv.fingerprint(arch)}"
         key = nv.artifact_key(src.source, arch)
         if st is not None:

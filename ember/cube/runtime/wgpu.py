@@ -632,7 +632,7 @@ def _open_device(entry: adapters.AdapterEntry) -> Any:
 def create_client(args: tuple[Any, ...]) -> WgpuClient:
     """The client for device args ``(DeviceKind, api[, require])``: selects the adapter (typed
     errors listing every adapter), opens it once per physical adapter, runs the canary."""
-    from ...device import DeviceKind
+    from ...device_kind import DeviceKind
 
     kind: DeviceKind = args[0]
     api: str = args[1]
