@@ -253,9 +253,11 @@ def test_preparing_compiles_on_the_pool_once_and_launches_nothing(monkeypatch):
     nvrtc_or_skip()
     from ember.backends.cube.backend import CubeBackend
     from ember.compile_check import CompileOnlyClient
-    from ember.cube.runtime import cuda
+    from ember.cube.runtime import cuda, cuda_driver, cuda_server
 
-    monkeypatch.setattr(cuda, "_current", type("T", (), {"ctx": None})())
+    current = type("T", (), {"ctx": None})()
+    for mod in (cuda_driver, cuda_server, cuda):  # each binds the thread's context record
+        monkeypatch.setattr(mod, "_current", current)
     client = CompileOnlyClient("cuda", CUDA, "sm_90")
     server = client.server = _fake_server()
     monkeypatch.setattr(server, "current", lambda: None)
@@ -288,23 +290,25 @@ def test_preparing_compiles_hand_written_sources_on_the_pool(monkeypatch):
     nothing; after ``wait_prepared`` the real call loads the stored cubin without compiling."""
     nvrtc_or_skip()
     from ember.backends.cube.cuda_kernels.mma import MMA_SOURCE, entry_name
-    from ember.cube.runtime import cuda
+    from ember.cube.runtime import cuda, cuda_driver, cuda_server
 
-    monkeypatch.setattr(cuda, "_current", type("T", (), {"ctx": None})())
+    current = type("T", (), {"ctx": None})()
+    for mod in (cuda_driver, cuda_server, cuda):  # each binds the thread's context record
+        monkeypatch.setattr(mod, "_current", current)
     server = _fake_server()
     monkeypatch.setattr(server, "current", lambda: None)
     source = MMA_SOURCE + f"\n// {np.random.default_rng().integers(1 << 62)}\n"  # never stored before
     before = _FakeDriver.launches
     with server.preparing():
         fns = [server.raw_function(source, entry_name(t, t)) for t in ("bfloat16", "float16")]
-        assert all(fn is cuda.PENDING_RAW for fn in fns)
+        assert all(fn is cuda_server.PENDING_RAW for fn in fns)
         server.launch_raw(fns[0], (1, 1, 1), (32, 1, 1), [])
     assert _FakeDriver.launches == before, "a prepared launch ran"
     assert len(server._prepared) == 1, "one compile per source"
     server.wait_prepared()
     assert server.compiles == 1
     fn = server.raw_function(source, entry_name("bfloat16", "bfloat16"))
-    assert fn is not cuda.PENDING_RAW and server.compiles == 1 and not server._prepared
+    assert fn is not cuda_server.PENDING_RAW and server.compiles == 1 and not server._prepared
     server.launch_raw(fn, (1, 1, 1), (32, 1, 1), [])
     assert _FakeDriver.launches == before + 1
 
@@ -342,7 +346,7 @@ def test_driver_errors_are_named_from_raw_codes_and_unknown_ones_are_reported():
     the bindings' enum does, and an unknown one (a newer driver's) by number, never with a
     ValueError raised over the CudaError being built."""
     pytest.importorskip("cuda.bindings.driver")
-    from ember.cube.runtime import cuda
+    from ember.cube.runtime import cuda_driver as cuda
 
     cu = cuda._driver()
     known = int(cu.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS)

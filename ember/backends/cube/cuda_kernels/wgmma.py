@@ -784,7 +784,7 @@ def _tensor_map(server: Any, dtype: str, addr: int, cols: int, rows: int, batch:
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
     )
     if int(res[0]) != 0:
-        from ....cube.runtime.cuda import driver_error
+        from ....cube.runtime.cuda_driver import driver_error
 
         raise driver_error(res[0], f"cuTensorMapEncodeTiled(dims=({cols}, {rows}, {batch}), batch stride {bstride})")
     words = (ctypes.c_uint64 * 16)(*(int(w) for w in res[1].opaque))
