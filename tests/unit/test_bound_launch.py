@@ -351,7 +351,7 @@ def test_is_c_order():
 
 # --------------------------------------------------------------- plans reused across layouts (CPU)
 def test_aliases_name_the_first_view_of_each_buffer():
-    from ember.cube.launch import _aliases
+    from ember.cube.launch.args import _aliases
 
     b1, b2 = object(), object()
     v = [types.SimpleNamespace(buffer=b) for b in (b1, b2, b1, b2, object())]
