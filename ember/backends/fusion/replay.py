@@ -189,7 +189,7 @@ def _launch_infos(steps: list[Any]) -> list[Any] | None:
             out.append(("call", st[1], st[2], tuple(_call_arg(a) for a in st[3])))
         else:
             plan, count, info, views = st
-            if getattr(plan, "generic", True):  # a runtime whose replays do not read the info block
+            if not getattr(plan, "rereads_info", False):  # a runtime whose replays do not read the info block
                 return None
             out.append(("launch", plan, (count.x, count.y, count.z), views, info))
     return out

@@ -3,7 +3,8 @@
 Built once per launch key (``CubeKernel._plan``): the compiled kernel from the client's
 pipeline table, the getters and ``struct`` format that pack its ``info`` words, and the line
 checks its arrays need. ``_Plan.run`` is the per-launch hot path; ``replay`` / ``replayer``
-serve captured launches (``runtime.capture``).
+serve captured launches (``runtime.capture``). Every server takes a launch the same way
+(``runtime/contract.py``).
 """
 
 from __future__ import annotations
@@ -68,40 +69,39 @@ def _scalar_converter(e: Elem, name: str) -> Any:
 
 
 class _Plan:
-    """How to launch one specialisation: the function and how to fill its arguments."""
+    """How to launch one specialisation: the compiled kernel and how to fill its arguments.
+    Every server takes the launch the same way (``runtime/contract.py``)."""
 
     __slots__ = (
         "compiled",
-        "fn",
         "entry",
         "server",
+        "launch",
         "n_bufs",
         "n_info",
         "fmt",
         "getters",
         "widths",
         "check_lines",
-        "generic",
-        "buf_type",
         "info_type",
+        "rereads_info",
     )
 
     def __init__(self, compiled: Any, server: Any, widths: list[int], getters: list[Any], fmt: str) -> None:
         self.compiled = compiled
-        self.fn = compiled.fn
         self.entry = compiled.entry
         self.server = server
+        self.launch = server.launch  # bound once: the hot path pays no attribute lookup for it
         self.widths = widths
         self.n_bufs = len(widths)
         self.getters = getters
         self.n_info = len(getters)
         self.fmt = struct.Struct(fmt)
         self.check_lines = any(w > 1 for w in widths)
-        self.buf_type = ctypes.c_void_p * max(self.n_bufs, 1)
         self.info_type = ctypes.c_uint64 * max(self.n_info, 1)
-        # the CPU server calls the compiled C function with (buffers, info, cx, cy, cz);
-        # every other server takes the launch whole: server.launch(compiled, tensors, info, count)
-        self.generic = not getattr(server, "ctypes_abi", False)
+        #: the server's replays read the captured info block at each launch, so a parametric
+        #: replay may rewrite it in place (``backends/fusion/replay.py``; the CPU server)
+        self.rereads_info = bool(getattr(server, "replays_reread_info", False))
 
     def run(self, count: CubeCount, args: tuple[Any, ...], tensors: list[CubeTensor]) -> None:
         if self.check_lines:
@@ -114,41 +114,27 @@ class _Plan:
             self.fmt.pack_into(info, 0, *[g(args, tensors) for g in self.getters])
         if capture.active:
             capture.launched(self, count, info, tensors, self._runs())
-        if self.generic:
-            if tracing.active:
-                with tracing.span(
-                    "launch", kernel=self.entry, stage=self.server.stage, channel=self.server.downstream.kind
-                ):
-                    self.server.launch(self.compiled, tensors, info, count)
-            else:
-                self.server.launch(self.compiled, tensors, info, count)
-            return
-        bufs = self.buf_type(*[t.ptr for t in tensors])
         if tracing.active:
-            with tracing.span(
-                "launch", kernel=self.entry, stage=self.server.stage, channel=self.server.downstream.kind
-            ) as sp:
-                if self.server.preparing_here():  # the tuner is preparing: this launch runs nothing
+            server = self.server
+            with tracing.span("launch", kernel=self.entry, stage=server.stage, channel=server.downstream.kind) as sp:
+                if server.preparing_here():  # the tuner is preparing: this launch runs nothing
                     sp.record(prepared=True)
-                self.server.execute(self.fn, bufs, info, count.x, count.y, count.z, tensors)
-        else:
-            self.server.execute(self.fn, bufs, info, count.x, count.y, count.z, tensors)
-
+                self.launch(self.compiled, tensors, info, count)
+            return
+        self.launch(self.compiled, tensors, info, count)
 
     def _runs(self) -> bool:
         """Whether a launch now runs (not while the tuner prepares: compiles only)."""
         if getattr(self.compiled, "pending", False):
             return False
-        here = getattr(self.server, "preparing_here", None)
-        return not (here is not None and here())
+        return not self.server.preparing_here()
 
     def replayer(self, count: CubeCount, info: Any, slots: tuple[int, ...],
                  offsets: tuple[int, ...]) -> Callable[[list[Any]], None]:
         """A captured launch ready to run again: ``go(bufs)`` does what ``replay`` does with
-        these slots and offsets; a runtime may prepare it once (CUDA: its parameter block and
-        driver arguments)."""
-        make = getattr(self.server, "replayer", None) if self.generic else None
-        go = make(self.compiled, info, count, slots, offsets) if make is not None else None
+        these slots and offsets; the server may prepare it once (``replayer``: its argument
+        arrays and driver arguments)."""
+        go = self.server.replayer(self.compiled, info, count, slots, offsets)
         if go is not None:
             return go  # type: ignore[no-any-return]
 
@@ -163,12 +149,8 @@ class _Plan:
         buffer arguments ``bufs[slot]`` now, each read from the captured byte offset (same
         layouts, so no line checks). Only runtimes whose clients are ``replayable`` (CPU,
         CUDA) get here."""
-        if self.generic:
-            self.server.launch_ptrs(self.compiled, [bufs[s].ptr + o for s, o in zip(slots, offsets)], info, count)
-        else:
-            args = [bufs[s] for s in slots]
-            ptrs = [b.ptr + o for b, o in zip(args, offsets)]
-            self.server.execute(self.fn, self.buf_type(*ptrs), info, count.x, count.y, count.z, args)
+        keep = [bufs[s] for s in slots]
+        self.server.launch_ptrs(self.compiled, [b.ptr + o for b, o in zip(keep, offsets)], info, count, keep)
 
 
 def _check_lines(t: CubeTensor, w: int) -> None:

@@ -270,7 +270,8 @@ class CompiledKernel:
     is rendered (so a launch plan can be built) but the C compiler still runs; ``fn`` does
     nothing, and launch plans built on it are not kept."""
 
-    __slots__ = ("kernel_id", "entry", "fn", "source", "lib", "origin", "compile_seconds", "plans", "pending")
+    __slots__ = ("kernel_id", "entry", "fn", "source", "lib", "origin", "compile_seconds", "plans", "pending",
+                 "buf_type")
 
     def __init__(
         self,
@@ -292,6 +293,9 @@ class CompiledKernel:
         self.compile_seconds = compile_seconds
         self.plans: dict[Any, Any] = {}
         self.pending = pending
+        #: the ``void **`` array type of its launches' buffers (a kernel's array parameters are
+        #: fixed, so one type serves every launch; made at the first)
+        self.buf_type: Any = None
 
     def __repr__(self) -> str:
         return f"CompiledKernel({self.entry}{', pending' if self.pending else ''})"
@@ -375,8 +379,9 @@ class CpuServer(Preparing):
     KernelId). ``preparing()`` lets the tuner start the compiles of all its candidates on a
     pool of threads (one ``cc`` per core) before it times the first one."""
 
-    #: launches call the compiled C entry directly with ctypes arguments (launch.py)
-    ctypes_abi = True
+    #: a replayed launch passes its captured info block to the C entry as it is then, so a
+    #: parametric replay may rewrite the block in place (``launch.plan._Plan.rereads_info``)
+    replays_reread_info = True
 
     def __init__(self, index: int = 0, channel: str | None = None, checked: bool | None = None) -> None:
         from ...environment import config
@@ -655,8 +660,57 @@ class CpuServer(Preparing):
             st.put_artifact(f"compile/cpu/{tc.fingerprint()}", tc.artifact_key(src.source), so, meta)
         return so
 
-    # ---------------------------------------------------------------- execution
-    def execute(self, fn: Any, bufs: Any, info: Any, cx: int, cy: int, cz: int, keep: Any) -> None:
+    # ---------------------------------------------------------------- execution (runtime/contract.py)
+    def launch(self, kernel: CompiledKernel, tensors: list[Any], info: Any, count: Any) -> None:
+        """One launch of ``kernel`` over ``tensors`` (CubeTensors in parameter order), with its packed
+        ``info`` words, on ``count`` cubes: the C entry ``void f(void **bufs, uint64_t *info,
+        uint32_t cx, cy, cz)`` called on the downstream stage. The per-launch hot path: the
+        body of ``_execute`` is written out here rather than called (one Python frame less)."""
+        if self._preparer is not None and self._preparer == threading.get_ident():
+            return  # preparing: launches run nothing (their inputs may be unwritten)
+        bt = kernel.buf_type
+        if bt is None:
+            bt = _buf_type(kernel, len(tensors))
+        bufs = bt(*[t.ptr for t in tensors])
+        fn = kernel.fn
+        ch = self.downstream
+        if ch.kind == "inline":
+            omp = _openmp
+            if omp.set is not None:
+                omp.threads_for(fn, tensors)
+            try:
+                fn(bufs, info, count.x, count.y, count.z)
+            except ctypes.ArgumentError:  # counts that are not plain ints (numpy integers)
+                _run_kernel(fn, bufs, info, count.x, count.y, count.z)
+        else:
+            ch.submit(_run_threaded, fn, bufs, info, count.x, count.y, count.z, tensors)
+            ch.submit(_release, tensors)
+
+    def launch_ptrs(self, kernel: CompiledKernel, ptrs: list[int], info: Any, count: Any, keep: Any = ()) -> None:
+        """``launch`` with the buffers' element addresses given (a replayed launch); ``keep``:
+        the buffers (their sizes choose the thread count; held until the launch ran)."""
+        bufs = (kernel.buf_type or _buf_type(kernel, len(ptrs)))(*ptrs)
+        self._execute(kernel.fn, bufs, info, count.x, count.y, count.z, keep)
+
+    def replayer(self, kernel: CompiledKernel, info: Any, count: Any, slots: tuple[int, ...],
+                 offsets: tuple[int, ...]) -> Callable[[list[Any]], None] | None:
+        """One captured launch of ``kernel`` prepared to run again: ``go(bufs)`` calls its C entry over
+        ``bufs[slot].ptr + offset`` per buffer argument, the entry, array type and counts bound
+        once (None for a pending kernel: it never replays)."""
+        if kernel.pending:
+            return None
+        fn, cx, cy, cz = kernel.fn, count.x, count.y, count.z
+        array = kernel.buf_type or _buf_type(kernel, len(slots))
+        pairs = tuple(zip(slots, offsets))
+        execute = self._execute
+
+        def go(bufs: list[Any]) -> None:
+            keep = [bufs[s] for s in slots]
+            execute(fn, array(*[bufs[s].ptr + o for s, o in pairs]), info, cx, cy, cz, keep)
+
+        return go
+
+    def _execute(self, fn: Any, bufs: Any, info: Any, cx: int, cy: int, cz: int, keep: Any) -> None:
         """Run a launch on the downstream stage (``keep`` holds its buffers alive until it ran)."""
         if self._preparer is not None and self._preparer == threading.get_ident():
             return  # preparing: launches run nothing (their inputs may be unwritten)
@@ -675,6 +729,13 @@ class CpuServer(Preparing):
 
     def sync(self) -> None:
         self.downstream.sync()
+
+
+def _buf_type(kernel: CompiledKernel, n: int) -> Any:
+    """``kernel``'s buffer array type, made now: ``n`` pointers (at least one slot: ctypes
+    refuses an empty array type)."""
+    bt = kernel.buf_type = ctypes.c_void_p * max(n, 1)
+    return bt
 
 
 def _checked_entry(fn: Any, lib: Any, kernel: str, entry: str) -> Callable[..., None]:

@@ -416,64 +416,65 @@ class CudaServer(Preparing):
         self.recent.append(name)
 
     # ---------------------------------------------------------------- execution
-    def launch(self, k: CudaKernel, tensors: list[Any], info: Any, count: Any) -> None:
-        self.launch_ptrs(k, [t.buffer.ptr + t.offset * t.dtype.itemsize for t in tensors], info, count)
+    def launch(self, kernel: CudaKernel, tensors: list[Any], info: Any, count: Any) -> None:
+        self.launch_ptrs(kernel, [t.buffer.ptr + t.offset * t.dtype.itemsize for t in tensors], info, count)
 
-    def launch_ptrs(self, k: CudaKernel, ptrs: list[int], info: Any, count: Any) -> None:
-        """``launch`` with the buffers' element addresses given (a replayed launch)."""
+    def launch_ptrs(self, kernel: CudaKernel, ptrs: list[int], info: Any, count: Any, keep: Any = ()) -> None:
+        """``launch`` with the buffers' element addresses given (a replayed launch; ``keep``
+        plays no part: the pool recycles buffers in stream order)."""
         cx, cy, cz = count.x, count.y, count.z
-        if not (cx and cy and cz) or k.pending:
+        if not (cx and cy and cz) or kernel.pending:
             return
         if getattr(_current, "ctx", None) is not self.ctx:
             self.current()
         n = len(ptrs)
-        b = k.bound
+        b = kernel.bound
         if b is None or b.n != n:
-            b = k.bound = BoundArgs(n, k.has_info)
+            b = kernel.bound = BoundArgs(n, kernel.has_info)
         if b.lock.acquire(False):
             try:
                 b.ptrs[:n] = ptrs
-                if k.has_info:
+                if kernel.has_info:
                     b.params[n] = ctypes.addressof(info)
-                err = self._launch_params(k, cx, cy, cz, b)
+                err = self._launch_params(kernel, cx, cy, cz, b)
             finally:
                 b.lock.release()
         else:  # another thread is filling the block: a private one (the driver copies it during the call)
-            own = BoundArgs(n, k.has_info)
+            own = BoundArgs(n, kernel.has_info)
             own.ptrs[:n] = ptrs
-            if k.has_info:
+            if kernel.has_info:
                 own.params[n] = ctypes.addressof(info)
-            err = self._launch_params(k, cx, cy, cz, own)
+            err = self._launch_params(kernel, cx, cy, cz, own)
         if int(err) != 0:
-            _launch_failed(self, k, cx, cy, cz, err)
+            _launch_failed(self, kernel, cx, cy, cz, err)
         self.launches += 1
-        self.recent.append(k.entry)
+        self.recent.append(kernel.entry)
 
-    def replayer(self, k: CudaKernel, info: Any, count: Any, slots: tuple[int, ...],
+    def replayer(self, kernel: CudaKernel, info: Any, count: Any, slots: tuple[int, ...],
                  offsets: tuple[int, ...]) -> Callable[[list[Any]], None] | None:
-        """One captured launch of ``k`` (``info``, ``count``) prepared to run again: ``go(bufs)``
+        """One captured launch of ``kernel`` (``info``, ``count``) prepared to run again: ``go(bufs)``
         launches it over ``bufs[slot].ptr + offset`` per buffer argument, with its own parameter
         block and driver arguments made once (None: not on the ctypes path; ``launch_ptrs``
         serves then)."""
         cx, cy, cz = count.x, count.y, count.z
-        if self._fast is None or not k.handle or k.pending or not (cx and cy and cz):
+        if self._fast is None or not kernel.handle or kernel.pending or not (cx and cy and cz):
             return None
         n = len(slots)
         pairs = tuple(zip(slots, offsets))
-        b = BoundArgs(n, k.has_info)
-        if k.has_info:
+        b = BoundArgs(n, kernel.has_info)
+        if kernel.has_info:
             b.params[n] = ctypes.addressof(info)  # the closure holds info, so the address stays good
-        launch, hp, sp, pp = self._fast.launch_p, ctypes.c_void_p(k.handle), self._stream_p, b.params_p
-        bx, by, bz = k.block
+        launch, hp, sp, pp = self._fast.launch_p, ctypes.c_void_p(kernel.handle), self._stream_p, b.params_p
+        bx, by, bz = kernel.block
         ctx, lock = self.ctx, b.lock
-        note, entry = self.recent.append, k.entry
+        note, entry = self.recent.append, kernel.entry
 
         def go(bufs: list[Any]) -> None:
             if getattr(_current, "ctx", None) is not ctx:
                 self.current()
             ptrs = [bufs[s].ptr + o for s, o in pairs]
             if not lock.acquire(False):  # another thread is replaying this very launch
-                self.launch_ptrs(k, ptrs, info, count)
+                self.launch_ptrs(kernel, ptrs, info, count)
                 return
             try:
                 b.ptrs[:n] = ptrs
@@ -481,7 +482,7 @@ class CudaServer(Preparing):
             finally:
                 lock.release()
             if err:
-                _launch_failed(self, k, cx, cy, cz, err)
+                _launch_failed(self, kernel, cx, cy, cz, err)
             self.launches += 1
             note(entry)
 
