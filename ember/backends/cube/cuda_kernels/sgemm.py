@@ -120,7 +120,7 @@ class SgemmTiles:
 
 
 #: the candidates registered for tuning, measured on an H200 at 4096² / 8192² against torch
-#: without tf32 (``bench/results/f32_2026-11-29_h200.md``): 256 x 128 blocks of 256 threads with
+#: without tf32: 256 x 128 blocks of 256 threads with
 #: 16 x 8 each, k tiles of 16, B by cp.async, one block per SM (233 registers, 49.7 KiB of shared
 #: memory): 46.5 / 47.5 TFLOP/s = 0.92x / 0.94x torch; 128 x 128 blocks of 128 threads with
 #: 16 x 8 each, two per SM (233 registers): 45.2 / 46.2 TFLOP/s = 0.89x / 0.91x, and twice the

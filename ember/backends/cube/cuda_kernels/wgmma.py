@@ -43,7 +43,7 @@ Design (a tile is 128 x BN outputs, BN = 256 or 128; K in steps of BK = 64):
   GELU and store whole rows with 16-byte accesses, overlapped with the next tile's main loop; on
   a block's last tile the consumers drain with them. GELU sees ``round(acc) + bias`` in f32, as
   an unfused ``gelu(mm + bias)`` sees the rounded product.
-  Measured (H200, bench/results/epilogue_2026-11-29_h200.md; clock stamps per block, bf16 4096²,
+  Measured (H200, clock stamps per block, bf16 4096²,
   4 tiles per block of ~45 us each): bias + GELU cost 1.07x the matmul alone while the consumers
   loaded the bias between tiles (2.4 us per tile with the tensor cores idle) and the drain warps
   spent 30 of every 45 us on ``erf``-form GELU; with the bias in the drain, the GELU at 14
@@ -62,13 +62,11 @@ True)``, ``_CONFIGS_TF32``): wgmma reads 32-bit operands K-major only (no transp
 ``_launch_tf32`` first transposes B into a pooled scratch (N, K) buffer (``transpose``, 64 x
 64 shared tiles) and TMA loads B^T exactly like A. BK = 32 floats keeps 128-byte swizzled rows,
 the stage bytes and the 32-byte k-steps (``m64n{BN}k8``); f32 output, no epilogue. The tensor
-cores truncate the f32 bits to tf32 (as cuBLAS's kernels do). Measured on an H200: 316-339
-TFLOP/s, 0.77-0.87x torch, bench/results/tf32_2026-11-29_h200.md.
+cores truncate the f32 bits to tf32 (as cuBLAS's kernels do).
 
 Contract (``supports``): row-major contiguous ``a`` (M, K), ``b`` (K, N), ``out`` (M, N) of f32
 or the input type, bf16 or f16 inputs, K and N multiples of 8, 16-byte aligned base addresses, a
 compute capability 9.0 device. Tensor maps are cached per (device, pointer, shape, strides).
-Measured on an H200: bench/results/wgmma_2026-11-29_h200.md.
 """
 from __future__ import annotations
 
@@ -105,8 +103,7 @@ GROUP_M = 16
 #: dynamic shared memory a block of compute capability 9.0 may have
 SMEM_LIMIT = 227 * 1024
 THREADS = 384
-#: a 128 x 256 tile does 1.11-1.2x the work of a 128 x 128 tile per unit of time (H200, 4096-8192²,
-#: bench/results/wgmma_2026-11-29_h200.md)
+#: a 128 x 256 tile does 1.11-1.2x the work of a 128 x 128 tile per unit of time (H200, 4096-8192²)
 WIDE_SPEEDUP = 1.15
 #: persistent blocks (one per multiprocessor walking the tiles) up to this many waves of tiles;
 #: one block per tile beyond (measured: persistent as fast or faster at 3072-6144², 5-7% slower at
@@ -656,7 +653,7 @@ def wgmma_source(bn: int = BN, stages: int = STAGES, group_m: int = GROUP_M, gel
     ``gelu_call``: the bias + GELU epilogue calls its GELU instead of inlining it (a quarter of
     the code, but slower: 0.231-0.236 ms against 0.209-0.223 inlined, bf16 4096²); ``cluster``
     2: pairs of CTAs share B through TMA multicast (the grid must then be even; not the default:
-    no gain beyond the run-to-run spread at 4096-8192², bench/results/wgmma_2026-11-29_h200.md);
+    no gain beyond the run-to-run spread at 4096-8192²);
     ``staged``: 16-bit outputs leave through the staged epilogue (``em_stage_tile``: warps of the
     producer warpgroup apply GELU and store while the consumers run the next tile); ``tf32``: the
     float32 source instead (entry ``em_wgmma_tf32_f32``; B is transposed first by ``transpose``):
