@@ -1,5 +1,8 @@
 """Hopper tensor-core matmul for the CUDA runtime: ``wgmma`` fed by bulk tensor copies (TMA), sm_90a.
 
+One kernel over ~900 lines: its source generator (every variant is a parameter of one template),
+the tile choice and the host launch (tensor maps, grid) change together whenever the kernel does.
+
 A hand-written CUDA C++ kernel (like ``mma``), compiled by NVRTC for ``sm_90a`` (the
 ``a`` target is what accepts ``wgmma`` and ``setmaxnreg``; the cubin runs on any compute
 capability 9.0 device) and persisted in the store under ``compile/cuda/sm_90a/...``.
