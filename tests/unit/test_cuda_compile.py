@@ -11,7 +11,7 @@ import pytest
 from ember import cube
 from ember import dtype as dt
 from ember.cube.compiler.cuda import CudaCompiler
-from ember.cube.launch.kernel import _target_of
+from ember.cube.launch.cube_kernel import _target_of
 
 F32 = np.zeros(64, np.float32)
 CUDA = CudaCompiler("sm_90")

@@ -14,7 +14,7 @@ import ember
 from ember import Device, cube
 from ember.cube.launch import CubeCount, CubeDim
 from ember.cube.launch.args import _array_of
-from ember.cube.launch.kernel import _client_of
+from ember.cube.launch.cube_kernel import _client_of
 from ember.cube.runtime.contract import LaunchServer, ReplayServer
 from ember.cube.runtime.cpu import CpuServer
 from ember.cube.runtime.cuda_server import CudaServer

@@ -1,7 +1,7 @@
 """``@cube.kernel`` / ``@cube.function`` and the launch path, one module per idea:
 
 * ``dims``   -- ``CubeDim`` (units per cube), ``CubeCount`` (cubes per launch), ``lines``;
-* ``kernel`` -- the kernel and function objects: bind arguments, KernelId / IR / source,
+* ``cube_kernel`` -- the kernel and function objects: bind arguments, KernelId / IR / source,
   find or build the launch plan;
 * ``args``   -- argument resolution (buffer views, ArgSigs, scalar types, aliasing);
 * ``plan``   -- the launch plan: info packing and the per-launch hot path into the server.
@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
+from .cube_kernel import CubeFunction, CubeKernel, _client_of, function, kernel
 from .dims import CubeCount, CubeDim, LineArg, lines
-from .kernel import CubeFunction, CubeKernel, _client_of, function, kernel
 
 __all__ = ["CubeKernel", "CubeFunction", "CubeCount", "CubeDim", "LineArg", "lines", "kernel", "function", "_client_of"]
