@@ -294,7 +294,7 @@ def bench_matmul(reps: int, size: int = 4096) -> None:
         row(f"matmul f32 {size} [{cand.name}]", t, t_t, "torch (no tf32)",
             f"{flops / t / 1e12:.1f} vs {flops / t_t / 1e12:.1f} TFLOP/s; rel err {rel:.1e}", ">= 0.9x torch")
     # the hand-written SGEMM tiles, then the public a @ b (the tuner's choice)
-    from ember.cube.runtime import cuda_sgemm
+    from ember.backends.cube.cuda_kernels import sgemm as cuda_sgemm
 
     for tiles in cuda_sgemm.SGEMM_TILES:
         a2, b2, out = bk._matmul_operands(pa, pb)
@@ -360,8 +360,8 @@ def bench_tf32(reps: int) -> None:
 def bench_mma(reps: int) -> None:
     """The tensor-core kernels (``cuda_wgmma``: wgmma + TMA on sm_90a, the top candidate;
     ``cuda_mma``: mma.sync) vs torch (cuBLAS)."""
-    from ember.cube.runtime.cuda_mma import matmul_mma
-    from ember.cube.runtime.cuda_wgmma import matmul_wgmma
+    from ember.backends.cube.cuda_kernels.mma import matmul_mma
+    from ember.backends.cube.cuda_kernels.wgmma import matmul_wgmma
 
     c = client_of(EAGER)
     kernels = (("wgmma", matmul_wgmma), ("mma.sync", matmul_mma))

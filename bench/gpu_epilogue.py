@@ -55,7 +55,7 @@ extern "C" __global__ void em_gelu_test(const float *x, float *y, int n) {
 
 def gelu_accuracy(torch, client, prim) -> str:
     """The device's em_gelu1 on a dense grid of [-12, 12] and on 3 x normal samples."""
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     server = client.server
     x = torch.cat([torch.linspace(-12, 12, 4_000_001, device="cuda"), 3 * torch.randn(4_000_000, device="cuda")])
@@ -162,7 +162,7 @@ def probe_rows(torch, client, prim, size: int, rows: list[str]) -> None:
     the most tiles, in us at each block's own clock rate (clock64 ticks over globaltimer ns); the
     kernel span from the earliest start to the latest end. Ported from the run-2 script of
     bench/results/epilogue_2026-11-29_h200.md."""
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     server = client.server
     sms = server.info.multiprocessors
@@ -232,7 +232,7 @@ def main() -> None:
     p.add_argument("--out", default=None)
     args = p.parse_args()
     torch, client, prim = setup()
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     server = client.server
     sms = server.info.multiprocessors

@@ -1,5 +1,5 @@
 """f32 matmul variants of ``matmul_gpu`` (ember/backends/cube/matmul_gpu_kernels.py) and of the
-hand-written SGEMM (``sgemm*`` rows, CUDA only: ember/cube/runtime/cuda_sgemm.py) against torch
+hand-written SGEMM (``sgemm*`` rows, CUDA only: ember/backends/cube/cuda_kernels/sgemm.py) against torch
 f32 (no tf32) on the same GPU, same inputs, same process: issue 7 (CUDA: >= 0.9x torch) and
 issue 8 (Vulkan: >= 0.5x torch). torch is timed again after each size's variants ("torch f32
 again": the reference's spread).
@@ -47,8 +47,8 @@ import torch  # noqa: E402
 
 import ember  # noqa: E402
 from ember import Device  # noqa: E402
+from ember.backends.cube.cuda_kernels import sgemm as cuda_sgemm  # noqa: E402
 from ember.backends.cube.matmul import GPU_TILES, MATMUL_CANDIDATES, GpuTiles, launch_gpu  # noqa: E402
-from ember.cube.runtime import cuda_sgemm  # noqa: E402
 
 #: tile variants: (bm, bn, bk, tm, tn, double buffering, A staged k-major)
 VARIANTS: list[GpuTiles] = list(dict.fromkeys([
@@ -70,7 +70,7 @@ VARIANTS: list[GpuTiles] = list(dict.fromkeys([
     GpuTiles(128, 128, 8, 8, 8, True, True, occ=2),
     GpuTiles(128, 128, 8, 8, 8, occ=2),
 ]))
-#: the hand-written SGEMM (``ember/cube/runtime/cuda_sgemm.py``): CUDA only
+#: the hand-written SGEMM (``ember/backends/cube/cuda_kernels/sgemm.py``): CUDA only
 SGEMM_VARIANTS: list[cuda_sgemm.SgemmTiles] = list(dict.fromkeys([*cuda_sgemm.SGEMM_TILES, *cuda_sgemm.SGEMM_SWEEP]))
 ROWS: list[dict[str, Any]] = []
 T0 = time.perf_counter()

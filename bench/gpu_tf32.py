@@ -63,8 +63,8 @@ def errors(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> tuple[float, 
 
 
 def variants():
-    from ember.cube.runtime import cuda_mma as M
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import mma as M
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     def wgmma(a, b, o):
         W.matmul_wgmma(C, a, b, o)
@@ -99,7 +99,7 @@ def variants():
 
 
 def check_all() -> bool:
-    from ember.cube.runtime import cuda_mma as M
+    from ember.backends.cube.cuda_kernels import mma as M
 
     ok = True
     shapes = [(128, 128, 16), (256, 384, 272), (200, 264, 72), (8, 8, 8), (1160, 1800, 712), (2048, 2048, 2048)]
@@ -175,7 +175,7 @@ def time_size(s: int, reps: int, table: list[tuple]) -> None:
 
 
 def _time_parts(s, reps, pa, pb, po, o, add, table) -> None:
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     bt = W._transpose_b(C, (W._addr(pb), 0), s, s, 1)
     t = ember_time(C, lambda: W._launch(C.server, (W._addr(pa), 0), (bt.ptr, 0), W._addr(po), 0, s, s, s, 1,

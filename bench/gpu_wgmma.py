@@ -1,4 +1,4 @@
-"""The Hopper tensor-core matmul (ember.cube.runtime.cuda_wgmma: wgmma + TMA, sm_90a) against
+"""The Hopper tensor-core matmul (ember.backends.cube.cuda_kernels.wgmma: wgmma + TMA, sm_90a) against
 ember's mma.sync kernel and torch (cuBLAS), same GPU, same inputs, same process.
 
     python bench/gpu_wgmma.py [--configs 256x4g16,128x6g16p,256x4g16c2] [--sweep 2048,3072] [--out DIR]
@@ -96,7 +96,7 @@ extern "C" __global__ void __launch_bounds__(128) em_diag_simple(const uint16_t 
 
 
 def diag_source() -> str:
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     return W._COMMON + W._wgmma_fn(128, "bf16") + DIAG_KERNELS
 
@@ -144,7 +144,7 @@ _SOURCES: dict = {}
 
 def launch_config(client, cfg, a, b, out, bias=None, batch=1, sa=0, sb=0) -> None:
     """One wgmma launch of tile config ``cfg`` on CubeTensors (2-d, or flattened batches)."""
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     bn, st, g, persistent, cl = cfg
     key = (bn, st, g, cl)
@@ -179,7 +179,7 @@ def phase_diag() -> None:
     import ctypes
 
     torch, client, prim = setup()
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     server = client.server
     src = diag_source()
@@ -322,8 +322,8 @@ def event_timers(torch, client, reps: int):
 
 def phase_time(configs, reps: int, out_dir: str | None, sweep: list[int]) -> None:
     torch, client, prim = setup()
-    from ember.cube.runtime.cuda_mma import matmul_mma
-    from ember.cube.runtime.cuda_wgmma import matmul_wgmma
+    from ember.backends.cube.cuda_kernels.mma import matmul_mma
+    from ember.backends.cube.cuda_kernels.wgmma import matmul_wgmma
 
     server = client.server
     ember_time, torch_time = event_timers(torch, client, reps)
@@ -363,7 +363,7 @@ def phase_time(configs, reps: int, out_dir: str | None, sweep: list[int]) -> Non
             row(f"{dn} {size} wgmma default #{rep}", t, t_t, flops, f"{text}; {choice(size)}")
 
     def choice(size: int) -> str:
-        from ember.cube.runtime.cuda_wgmma import _choose
+        from ember.backends.cube.cuda_kernels.wgmma import _choose
 
         bn, persistent = _choose(size, size, 1, server.info.multiprocessors)
         return f"tiles 128x{bn}" + (", persistent" if persistent else "")
@@ -374,7 +374,7 @@ def phase_time(configs, reps: int, out_dir: str | None, sweep: list[int]) -> Non
     for size in sweep:
         product(torch.bfloat16, size, False)
     # bf16 4096 mm + bias + gelu, the library default (GELU called) and the inlined GELU
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     size = 4096
     at = torch.randn(size, size, device="cuda", dtype=torch.bfloat16)

@@ -377,37 +377,37 @@ def run_check(
 
     if "matmul" in fams and compiler.capabilities.matrix_units:
         # the hand-written tensor-core kernels (mma.sync) of the cuda runtime
+        from .backends.cube.cuda_kernels.mma import MMA_SOURCE
         from .cube.compiler.base import CompiledSource
-        from .cube.runtime.cuda_mma import MMA_SOURCE
 
         pipes.append(_Rendered(None, "em_mma", CompiledSource("em_mma", MMA_SOURCE, "cuda", [], [])))
         rep.kernels += 1
         # float32 operands as tf32 (precision "high" / "medium")
-        from .cube.runtime.cuda_mma import MMA_TF32_SOURCE
+        from .backends.cube.cuda_kernels.mma import MMA_TF32_SOURCE
 
         pipes.append(_Rendered(None, "em_mma_tf32", CompiledSource("em_mma_tf32", MMA_TF32_SOURCE, "cuda", [], [])))
         rep.kernels += 1
         # the operand transposes of the tensor-core matmuls
-        from .cube.runtime.cuda_transpose import TRANSPOSE_SOURCE
+        from .backends.cube.cuda_kernels.transpose import TRANSPOSE_SOURCE
 
         pipes.append(_Rendered(None, "em_transpose", CompiledSource("em_transpose", TRANSPOSE_SOURCE, "cuda", [], [])))
         rep.kernels += 1
         # IEEE float32 on CUDA cores: every hand-written SGEMM tile the tuner times
-        from .cube.runtime.cuda_sgemm import SGEMM_TILES, _source
+        from .backends.cube.cuda_kernels.sgemm import SGEMM_TILES, _source
 
         for t in SGEMM_TILES:
             pipes.append(_Rendered(None, t.entry, CompiledSource(t.entry, _source(t), "cuda", [], [])))
             rep.kernels += 1
         if arch in ("sm_90", "sm_90a"):
             # wgmma + TMA (Hopper): the sm_90a target whatever the check's arch spelling
-            from .cube.runtime.cuda_wgmma import _CONFIGS, WGMMA_ARCH
+            from .backends.cube.cuda_kernels.wgmma import _CONFIGS, WGMMA_ARCH
 
             # every tile config the launcher can pick: widths, with and without the staged epilogue
             for (bn, staged), (text, _) in _CONFIGS.items():
                 name = f"em_wgmma_n{bn}" + ("_staged" if staged else "")
                 pipes.append(_Rendered(None, name, CompiledSource(name, text, "cuda", [], []), arch=WGMMA_ARCH))
                 rep.kernels += 1
-            from .cube.runtime.cuda_wgmma import _CONFIGS_TF32
+            from .backends.cube.cuda_kernels.wgmma import _CONFIGS_TF32
 
             for bn, (text, _) in _CONFIGS_TF32.items():
                 name = f"em_wgmma_tf32_n{bn}"

@@ -10,65 +10,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from .device_kind import DeviceKind, parse_kind
 from .errors import DeviceUnavailableError
 
 __all__ = ["Device", "DeviceKind", "WgpuOptions"]
 
 _CHECKPOINTING = {"none": "None", "balanced": "Balanced"}
-
-
-class DeviceKind:
-    """Which adapter a GPU device asks for (rules of the seed's "选设备")."""
-
-    __slots__ = ("kind", "index")
-
-    def __init__(self, kind: str, index: int | str = 0) -> None:
-        self.kind = kind
-        self.index = index
-
-    @staticmethod
-    def default() -> DeviceKind:
-        """The adapter wgpu picks by default."""
-        return DeviceKind("DefaultDevice")
-
-    @staticmethod
-    def discrete_gpu(i: int = 0) -> DeviceKind:
-        """The ``i``-th discrete GPU."""
-        return DeviceKind("DiscreteGpu", i)
-
-    @staticmethod
-    def integrated_gpu(i: int = 0) -> DeviceKind:
-        """The ``i``-th integrated GPU."""
-        return DeviceKind("IntegratedGpu", i)
-
-    @staticmethod
-    def virtual_gpu(i: int = 0) -> DeviceKind:
-        """The ``i``-th virtual GPU."""
-        return DeviceKind("VirtualGpu", i)
-
-    @staticmethod
-    def cpu() -> DeviceKind:
-        """A CPU adapter (lavapipe, llvmpipe)."""
-        return DeviceKind("Cpu")
-
-    @staticmethod
-    def existing(id: int) -> DeviceKind:
-        """An adapter already registered under ``id``."""
-        return DeviceKind("Existing", id)
-
-    def _key(self) -> tuple[str, Any]:
-        return (self.kind, self.index if self.kind not in ("DefaultDevice", "Cpu") else 0)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, DeviceKind) and self._key() == other._key()
-
-    def __hash__(self) -> int:
-        return hash(self._key())
-
-    def __repr__(self) -> str:
-        if self.kind in ("DefaultDevice", "Cpu"):
-            return self.kind
-        return f"{self.kind}({self.index})"
 
 
 class Device:
@@ -295,8 +242,6 @@ class WgpuOptions:
 def _parse_kind(text: str) -> DeviceKind:
     """``cpu``, ``discrete_gpu``, ``IntegratedGpu(1)``, ``default`` -> DeviceKind."""
     t = text.strip().replace("_", "")
-    from .cube.runtime.wgpu_adapters import parse_kind
-
     return parse_kind({"default": "DefaultDevice", "discretegpu": "DiscreteGpu"}.get(t.lower(), t))
 
 

@@ -1,7 +1,7 @@
 """A fake CUDA driver, for measuring the host-side Python cost of ember's CUDA path without a GPU.
 
-ember reaches the driver two ways (``ember/cube/runtime/cuda.py``): the cold paths through the
-``cuda.bindings.driver`` module, cached in ``ember.cube.runtime.cuda._cu``, and the per-op hot
+ember reaches the driver two ways (``ember/cube/runtime/cuda_driver.py``): the cold paths through the
+``cuda.bindings.driver`` module, cached in ``ember.cube.runtime.cuda_driver._cu``, and the per-op hot
 paths (launch, the two async copies, stream sync) through ctypes straight into libcuda
 (``cuda_fastcall.FastDriver``, cached in ``cuda_fastcall._cached``). ``install()`` replaces both
 before the first CUDA device is made: ``FakeDriver`` below for the module, and a ``FastDriver``
@@ -491,13 +491,13 @@ def install(cache_dir: str | os.PathLike[str] | None = None) -> FakeDriver:
     before the first CUDA device is made (a device made before keeps whatever it had)."""
     if _installed:
         return _installed[0]
-    from ember.cube.runtime import cuda, cuda_fastcall
+    from ember.cube.runtime import cuda_driver, cuda_fastcall
 
-    if cuda._cu is not None or cuda_fastcall._cached:
+    if cuda_driver._cu is not None or cuda_fastcall._cached:
         raise RuntimeError("install() the fake CUDA driver before the first CUDA device is made")
     lib = ctypes.CDLL(str(build_lib(cache_dir)))
     fake = FakeDriver(lib)
-    cuda._cu = fake
+    cuda_driver._cu = fake
     cuda_fastcall._cached.append(cuda_fastcall.FastDriver(lib))
     _installed.append(fake)
     return fake

@@ -16,10 +16,10 @@ __all__ = ["namespace", "entry_key", "load", "save", "all_decisions"]
 
 
 def namespace(device: str, set_name: str) -> str:
-    from ..cube.runtime.cpu import _ember_version
     from ..environment.store import namespace as ns
+    from ..environment.version import ember_version
 
-    return ns("autotune", _ember_version(), device, set_name)
+    return ns("autotune", ember_version(), device, set_name)
 
 
 def entry_key(tset: Any, level_name: str, key: tuple[Any, ...]) -> str:
@@ -65,11 +65,11 @@ def all_decisions(device: str | None = None) -> list[tuple[str, str, dict[str, A
     """(namespace, key, decision) of every stored decision of this ember version (one device or all)."""
     import json
 
-    from ..cube.runtime.cpu import _ember_version
     from ..environment.store import get_store
+    from ..environment.version import ember_version
 
     st = get_store()
-    prefix = f"autotune/{_ember_version()}/"
+    prefix = f"autotune/{ember_version()}/"
     out = []
     for ns, _ in st.namespaces():
         if not ns.startswith(prefix):

@@ -97,10 +97,10 @@ _memory: dict[str, Throughput] = {}
 
 
 def _namespace(tid: str) -> str:
-    from ..cube.runtime.cpu import _ember_version
     from ..environment.store import namespace
+    from ..environment.version import ember_version
 
-    return namespace("throughput", _ember_version(), tid)
+    return namespace("throughput", ember_version(), tid)
 
 
 def throughput(client: Any) -> Throughput:

@@ -91,6 +91,7 @@ __all__ = [
     "Store",
     "StoreWarning",
     "get_store",
+    "compile_store",
     "close_store",
     "cache_root",
     "namespace",
@@ -1096,6 +1097,17 @@ def get_store() -> Store:
         _store.max_size = max_size
         _store_generation = gen
         return _store
+
+
+def compile_store() -> Store | None:
+    """The store compiled kernels and toolchain probes are kept in: ``get_store()``, or None
+    when ``compilation.cache`` is off (a configuration that cannot be read leaves it on)."""
+    try:
+        if not config.get("compilation.cache"):
+            return None
+    except Exception:  # noqa: BLE001 - the cache is an optimisation: a bad config must not stop a compile
+        pass
+    return get_store()
 
 
 _cleaned: set[str] = set()  # roots clean_stale ran for in this process

@@ -228,7 +228,7 @@ def test_dlpack_with_torch_is_zero_copy(cuda_client):
 
 @pytest.mark.parametrize("name", ["bfloat16", "float16"])
 def test_tensor_core_matmul_matches_numpy(cuda_client, rng, name):
-    from ember.cube.runtime.cuda_mma import matmul_mma, supports
+    from ember.backends.cube.cuda_kernels.mma import matmul_mma, supports
 
     d = ember.dtype.as_dtype(name)
     m, k, n = 256, 96, 384
@@ -253,7 +253,7 @@ def test_tensor_core_matmul_matches_numpy(cuda_client, rng, name):
 
 
 def test_tensor_core_candidate_takes_batched_operands(cuda_client, rng):
-    from ember.cube.runtime.cuda_mma import candidate_launch, candidate_valid
+    from ember.backends.cube.cuda_kernels.mma import candidate_launch, candidate_valid
 
     bk = DEV.backend().inner
     a = rng.standard_normal((2, 128, 64)).astype(ember.bfloat16.np)

@@ -82,7 +82,7 @@ def randn(rng, shape) -> np.ndarray:
 # --------------------------------------------------------------------------- mma.sync
 @pytest.mark.parametrize("m,n,k", [(128, 128, 16), (256, 384, 272), (512, 1024, 1024)])
 def test_mma_tf32_matches_numpy(ampere, rng, m, n, k):
-    from ember.cube.runtime.cuda_mma import matmul_mma, supports
+    from ember.backends.cube.cuda_kernels.mma import matmul_mma, supports
 
     a, b = randn(rng, (m, k)), randn(rng, (k, n))
     ta, tb = put(ampere, a), put(ampere, b)
@@ -93,7 +93,7 @@ def test_mma_tf32_matches_numpy(ampere, rng, m, n, k):
 
 
 def test_mma_tf32_batch_candidate(ampere, rng):
-    from ember.cube.runtime.cuda_mma import candidate_launch, candidate_valid
+    from ember.backends.cube.cuda_kernels.mma import candidate_launch, candidate_valid
 
     class _Backend:
         client = ampere
@@ -113,7 +113,7 @@ def test_mma_tf32_batch_candidate(ampere, rng):
 # --------------------------------------------------------------------------- wgmma
 @pytest.mark.parametrize("m,n,k", [(128, 256, 32), (200, 264, 72), (384, 1280, 1000), (8, 8, 8), (1160, 1800, 712)])
 def test_wgmma_tf32_matches_numpy(hopper, rng, m, n, k):
-    from ember.cube.runtime.cuda_wgmma import matmul_wgmma, supports
+    from ember.backends.cube.cuda_kernels.wgmma import matmul_wgmma, supports
 
     a, b = randn(rng, (m, k)), randn(rng, (k, n))
     ta, tb = put(hopper, a), put(hopper, b)
@@ -128,7 +128,7 @@ def test_wgmma_tf32_matches_numpy(hopper, rng, m, n, k):
 def test_wgmma_tf32_both_widths_both_grids_batched(hopper, rng, bn, persistent):
     """Each tile width with one block per tile and persistent blocks (the ring's phases run on
     across tiles); a batch of A with B batched (one transpose launch over the batch)."""
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     m, n, k, batch = 1160, 1800, 712, 2  # ragged; more tiles than multiprocessors
     a, b = randn(rng, (batch, m, k)), randn(rng, (batch, k, n))
@@ -142,7 +142,7 @@ def test_wgmma_tf32_both_widths_both_grids_batched(hopper, rng, bn, persistent):
 
 def test_wgmma_tf32_cluster_pairs(hopper, rng):
     """Clusters of 2 CTAs sharing B^T through TMA multicast (not the default config)."""
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     m, n, k = 1288, 1800, 712
     a, b = randn(rng, (m, k)), randn(rng, (k, n))
@@ -156,7 +156,7 @@ def test_wgmma_tf32_cluster_pairs(hopper, rng):
 
 
 def test_wgmma_tf32_batches_shared_and_per_entry(hopper, rng):
-    from ember.cube.runtime.cuda_wgmma import _batch_step, candidate_launch, candidate_valid
+    from ember.backends.cube.cuda_kernels.wgmma import _batch_step, candidate_launch, candidate_valid
 
     class _Backend:
         client = hopper
@@ -186,7 +186,7 @@ def test_wgmma_tf32_batches_shared_and_per_entry(hopper, rng):
 
 
 def test_wgmma_tf32_8192_square(hopper, rng):
-    from ember.cube.runtime.cuda_wgmma import matmul_wgmma
+    from ember.backends.cube.cuda_kernels.wgmma import matmul_wgmma
 
     s = 8192
     a, b = randn(rng, (s, s)), randn(rng, (s, s))

@@ -12,7 +12,7 @@ from .tensors import get, put
 @pytest.mark.parametrize("dtype", [np.float16, np.float32])
 @pytest.mark.parametrize("shape", [(64, 64), (200, 72), (8, 520), (3, 136, 24)])
 def test_transposed_views_copy_row_major(cuda_client, rng, dtype, shape):
-    from ember.cube.runtime import cuda_transpose
+    from ember.backends.cube.cuda_kernels import transpose as cuda_transpose
     from ember.cube.runtime.tensor import contiguous_strides
 
     stored = rng.standard_normal(shape[:-2] + (shape[-1], shape[-2])).astype(dtype)  # (…, c, r)
@@ -28,7 +28,7 @@ def test_transposed_views_copy_row_major(cuda_client, rng, dtype, shape):
 
 
 def test_supports_refuses_what_it_cannot_copy(cuda_client, rng):
-    from ember.cube.runtime import cuda_transpose
+    from ember.backends.cube.cuda_kernels import transpose as cuda_transpose
 
     t = put(cuda_client, rng.standard_normal((24, 20)).astype(np.float16))
     assert not cuda_transpose.supports(t)  # not a transpose

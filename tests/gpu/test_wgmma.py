@@ -45,7 +45,7 @@ ENTRIES = [(out, bias) for out in ("float32", "same") for bias in (False, True) 
 @pytest.mark.parametrize("out_kind,with_bias", ENTRIES)
 @pytest.mark.parametrize("m,n,k", [(256, 512, 256), (200, 264, 72), (384, 1280, 1000), (8, 8, 8)])
 def test_every_entry_matches_numpy(hopper, rng, name, out_kind, with_bias, m, n, k):
-    from ember.cube.runtime.cuda_wgmma import matmul_wgmma, supports
+    from ember.backends.cube.cuda_kernels.wgmma import matmul_wgmma, supports
 
     d = ember.dtype.as_dtype(name)
     out_np = np.float32 if out_kind == "float32" else d.np
@@ -64,7 +64,7 @@ def test_every_entry_matches_numpy(hopper, rng, name, out_kind, with_bias, m, n,
                                                      ("bfloat16", "same", True)])
 def test_8192_square(hopper, rng, name, out_kind, with_bias):
     """Full size: every output written (NaN poison), 64 random rows against float64 numpy."""
-    from ember.cube.runtime.cuda_wgmma import matmul_wgmma
+    from ember.backends.cube.cuda_kernels.wgmma import matmul_wgmma
 
     d = ember.dtype.as_dtype(name)
     out_np = np.float32 if out_kind == "float32" else d.np
@@ -83,7 +83,7 @@ def test_8192_square(hopper, rng, name, out_kind, with_bias):
 
 
 def test_batches_one_launch_and_per_entry(hopper, rng):
-    from ember.cube.runtime.cuda_wgmma import _batch_step, candidate_launch, candidate_valid
+    from ember.backends.cube.cuda_kernels.wgmma import _batch_step, candidate_launch, candidate_valid
 
     class _Backend:
         client = hopper
@@ -118,7 +118,7 @@ def test_both_tile_widths_both_grids(hopper, rng, bn, persistent, name, staged):
     """Each tile config the shape choice can pick, with one block per tile and with persistent
     blocks (several tiles per block: the ring's phases run on across tiles), then bias + GELU;
     ``staged``: the 16-bit outputs leave through the staged epilogue (drain warps)."""
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     d = ember.dtype.as_dtype(name)
     m, n, k, batch = 1160, 1800, 712, 2  # ragged; 160 (wide) or 300 (narrow) tiles: > 132 multiprocessors
@@ -160,7 +160,7 @@ def test_cluster_pairs_sharing_b(hopper, rng, persistent, staged):
     """Clusters of 2 CTAs (B multicast to both, stages released by the consumers of both):
     an odd number of block rows (the last pair's second tile lies wholly outside M), a batch,
     then bias + GELU."""
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     d = ember.bfloat16
     m, n, k, batch = 1288, 1800, 712, 2
@@ -266,7 +266,7 @@ def test_device_gelu_within_2e4_of_erf_gelu(hopper):
 
     from scipy.special import erf
 
-    from ember.cube.runtime import cuda_wgmma as W
+    from ember.backends.cube.cuda_kernels import wgmma as W
 
     rng = np.random.default_rng()
     x = np.concatenate([np.linspace(-12, 12, 200_001), 4 * rng.standard_normal(200_000), [np.inf, np.nan, 0.0]])
@@ -297,7 +297,7 @@ def test_f16_bias_gelu_overflow_stays_finite_below_and_inf_above(hopper, rng):
     """f16 products beyond the f16 range: below the lowest finite value they stage as -65504 and
     GELU gives -0 (not NaN from -inf); above the largest they round to +inf and GELU keeps +inf,
     as an unfused ``gelu(mm + bias)`` does. The rest of the tile is unaffected."""
-    from ember.cube.runtime.cuda_wgmma import matmul_wgmma
+    from ember.backends.cube.cuda_kernels.wgmma import matmul_wgmma
 
     d = ember.float16
     m, n, k = 256, 512, 64

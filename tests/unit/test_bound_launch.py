@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from ember import dtype as dt
-from ember.cube.runtime import cuda
-from ember.cube.runtime.cuda import BoundArgs, CudaClient, CudaError, CudaKernel, CudaServer
+from ember.cube.runtime import cuda, cuda_driver, cuda_server
+from ember.cube.runtime.cuda import CudaClient, CudaError, CudaServer
+from ember.cube.runtime.cuda_server import BoundArgs, CudaKernel
 
 
 class _FastFake:
@@ -59,8 +60,10 @@ def _server(fake: _FastFake, monkeypatch) -> CudaServer:
     s.index, s._lock = 0, threading.RLock()
     s.init_fault_record()
     s.cu = types.SimpleNamespace(CUresult=int)
-    monkeypatch.setattr(cuda, "_current", types.SimpleNamespace(ctx=s.ctx))
-    monkeypatch.setattr(cuda, "_err_text", lambda err: f"error {int(err)}")
+    current = types.SimpleNamespace(ctx=s.ctx)
+    for mod in (cuda_driver, cuda_server, cuda):  # each binds the thread's context record
+        monkeypatch.setattr(mod, "_current", current)
+    monkeypatch.setattr(cuda_driver, "_err_text", lambda err: f"error {int(err)}")
     return s
 
 
@@ -348,7 +351,7 @@ def test_is_c_order():
 
 # --------------------------------------------------------------- plans reused across layouts (CPU)
 def test_aliases_name_the_first_view_of_each_buffer():
-    from ember.cube.launch import _aliases
+    from ember.cube.launch.args import _aliases
 
     b1, b2 = object(), object()
     v = [types.SimpleNamespace(buffer=b) for b in (b1, b2, b1, b2, object())]

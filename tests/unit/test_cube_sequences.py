@@ -13,7 +13,7 @@ import pytest
 
 import ember
 from ember import Device, cube
-from ember.cube.launch import _array_of
+from ember.cube.launch.args import _array_of
 
 DEV = Device.cpu(fusion=False)
 SENT = -12345

@@ -11,7 +11,7 @@ import pytest
 from ember import cube
 from ember import dtype as dt
 from ember.cube.compiler.cuda import CudaCompiler
-from ember.cube.launch import _target_of
+from ember.cube.launch.cube_kernel import _target_of
 
 F32 = np.zeros(64, np.float32)
 CUDA = CudaCompiler("sm_90")
@@ -105,8 +105,8 @@ def test_compile_check_subset_covers_every_family_and_compiles():
     assert rep.failures == [], rep.failures[:3]
     # the sample, plus the hand-written kernels: mma.sync (f16/bf16 and tf32), the SGEMM tiles,
     # and every wgmma tile config compiled for sm_90a
-    from ember.cube.runtime.cuda_sgemm import SGEMM_TILES
-    from ember.cube.runtime.cuda_wgmma import _CONFIGS, _CONFIGS_TF32
+    from ember.backends.cube.cuda_kernels.sgemm import SGEMM_TILES
+    from ember.backends.cube.cuda_kernels.wgmma import _CONFIGS, _CONFIGS_TF32
 
     hand_written = 3 + len(SGEMM_TILES) + len(_CONFIGS) + len(_CONFIGS_TF32)  # mma, mma tf32, transposes
     assert rep.ops > 1000 and rep.compiled == rep.kernels == 40 + hand_written
@@ -192,9 +192,9 @@ def test_the_kernel_id_index_gives_back_what_a_launch_needs(tmp_path, monkeypatc
     kid = axpy.kernel_id(128, F32, F32.copy(), 2.0, target=TARGET)
     src = render(axpy, 128, F32, F32.copy(), 2.0)
     ns = f"compile/cuda/sm_90/{nv.fingerprint('sm_90')}"
-    import ember.cube.runtime.cpu as cpu_runtime
+    from ember.environment import store as store_module
 
-    monkeypatch.setattr(cpu_runtime, "_store", lambda _mod: st)
+    monkeypatch.setattr(store_module, "compile_store", lambda: st)
     cubin, hit = stored_compile(nv, src.source, src.entry, "sm_90")
     assert not hit and stored_compile(nv, src.source, src.entry, "sm_90")[1]
     index = CubinIndex(st, ns)
@@ -253,9 +253,11 @@ def test_preparing_compiles_on_the_pool_once_and_launches_nothing(monkeypatch):
     nvrtc_or_skip()
     from ember.backends.cube.backend import CubeBackend
     from ember.compile_check import CompileOnlyClient
-    from ember.cube.runtime import cuda
+    from ember.cube.runtime import cuda, cuda_driver, cuda_server
 
-    monkeypatch.setattr(cuda, "_current", type("T", (), {"ctx": None})())
+    current = type("T", (), {"ctx": None})()
+    for mod in (cuda_driver, cuda_server, cuda):  # each binds the thread's context record
+        monkeypatch.setattr(mod, "_current", current)
     client = CompileOnlyClient("cuda", CUDA, "sm_90")
     server = client.server = _fake_server()
     monkeypatch.setattr(server, "current", lambda: None)
@@ -287,24 +289,26 @@ def test_preparing_compiles_hand_written_sources_on_the_pool(monkeypatch):
     start one NVRTC compile per source on the pool and hand out a stand-in whose launches run
     nothing; after ``wait_prepared`` the real call loads the stored cubin without compiling."""
     nvrtc_or_skip()
-    from ember.cube.runtime import cuda
-    from ember.cube.runtime.cuda_mma import MMA_SOURCE, entry_name
+    from ember.backends.cube.cuda_kernels.mma import MMA_SOURCE, entry_name
+    from ember.cube.runtime import cuda, cuda_driver, cuda_server
 
-    monkeypatch.setattr(cuda, "_current", type("T", (), {"ctx": None})())
+    current = type("T", (), {"ctx": None})()
+    for mod in (cuda_driver, cuda_server, cuda):  # each binds the thread's context record
+        monkeypatch.setattr(mod, "_current", current)
     server = _fake_server()
     monkeypatch.setattr(server, "current", lambda: None)
     source = MMA_SOURCE + f"\n// {np.random.default_rng().integers(1 << 62)}\n"  # never stored before
     before = _FakeDriver.launches
     with server.preparing():
         fns = [server.raw_function(source, entry_name(t, t)) for t in ("bfloat16", "float16")]
-        assert all(fn is cuda.PENDING_RAW for fn in fns)
+        assert all(fn is cuda_server.PENDING_RAW for fn in fns)
         server.launch_raw(fns[0], (1, 1, 1), (32, 1, 1), [])
     assert _FakeDriver.launches == before, "a prepared launch ran"
     assert len(server._prepared) == 1, "one compile per source"
     server.wait_prepared()
     assert server.compiles == 1
     fn = server.raw_function(source, entry_name("bfloat16", "bfloat16"))
-    assert fn is not cuda.PENDING_RAW and server.compiles == 1 and not server._prepared
+    assert fn is not cuda_server.PENDING_RAW and server.compiles == 1 and not server._prepared
     server.launch_raw(fn, (1, 1, 1), (32, 1, 1), [])
     assert _FakeDriver.launches == before + 1
 
@@ -342,7 +346,7 @@ def test_driver_errors_are_named_from_raw_codes_and_unknown_ones_are_reported():
     the bindings' enum does, and an unknown one (a newer driver's) by number, never with a
     ValueError raised over the CudaError being built."""
     pytest.importorskip("cuda.bindings.driver")
-    from ember.cube.runtime import cuda
+    from ember.cube.runtime import cuda_driver as cuda
 
     cu = cuda._driver()
     known = int(cu.CUresult.CUDA_ERROR_ILLEGAL_ADDRESS)

@@ -23,7 +23,7 @@ import pytest
 from ptxas_log import ptxas_log
 
 from ember import dtype as dt
-from ember.cube.runtime import cuda_sgemm as S
+from ember.backends.cube.cuda_kernels import sgemm as S
 from ember.cube.runtime.tensor import CubeTensor, contiguous_strides
 
 ALL_TILES = tuple(dict.fromkeys(S.SGEMM_TILES + S.SGEMM_SWEEP))
@@ -256,10 +256,11 @@ def test_candidate_falls_back_to_matmul_gpu(monkeypatch):
     backend = SimpleNamespace(client=SimpleNamespace(server=server, runtime="cuda"))
     t = S.SGEMM_TILES[0]
     a, b, out = _t((t.bm - 28, 64)), _t((64, t.bn)), _t((t.bm - 28, t.bn))
-    S.candidate_launch(backend, a, b, out, t)
+    (tunable,) = [x for x in MM._sgemm_tunables() if x.name == t.name]
+    tunable.fn(backend, a, b, out)
     assert calls == [MM.GPU_TILES[0]] and not server.launches
     a, b, out = _t((t.bm, 64)), _t((64, t.bn)), _t((t.bm, t.bn))
-    S.candidate_launch(backend, a, b, out, t)
+    tunable.fn(backend, a, b, out)
     assert len(server.launches) == 1 and len(calls) == 1
 
 
@@ -284,5 +285,7 @@ def test_candidate_valid_follows_runtime_arch_dtype_and_precision():
 
 
 def test_tunables():
-    tun = S.tunables()
+    from ember.backends.cube import matmul as MM
+
+    tun = MM._sgemm_tunables()
     assert [t.name for t in tun] == [t.name for t in S.SGEMM_TILES]

@@ -14,8 +14,8 @@ import pytest
 import ember
 from ember import dtype as dt
 from ember.backends.cube import matmul as mm
-from ember.cube.runtime import cuda_mma as M
-from ember.cube.runtime import cuda_wgmma as W
+from ember.backends.cube.cuda_kernels import mma as M
+from ember.backends.cube.cuda_kernels import wgmma as W
 from ember.cube.runtime.tensor import CubeTensor, contiguous_strides
 
 
@@ -254,7 +254,7 @@ def test_wgmma_tf32_transposes_b_into_scratch_then_maps_float32(fake):
     bn, persistent = W._choose(m, n, 1, 132)
     src = W._CONFIGS_TF32[bn][0]
     (s0, e0, _, arch0), (s1, e1, smem1, arch1) = server.functions
-    from ember.cube.runtime.cuda_transpose import TRANSPOSE_SOURCE
+    from ember.backends.cube.cuda_kernels.transpose import TRANSPOSE_SOURCE
 
     assert (s0, e0, arch0) == (TRANSPOSE_SOURCE, "em_transpose_b32", None)
     assert (s1, e1, arch1) == (src, W.TF32_ENTRIES[0], "sm_90a")

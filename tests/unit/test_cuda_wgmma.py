@@ -13,7 +13,7 @@ import pytest
 from ptxas_log import ptxas_log
 
 from ember import dtype as dt
-from ember.cube.runtime import cuda_wgmma as W
+from ember.backends.cube.cuda_kernels import wgmma as W
 from ember.cube.runtime.tensor import CubeTensor, contiguous_strides
 
 

@@ -18,7 +18,7 @@ from ember.errors import DeviceUnavailableError, UnsupportedDTypeError
 pytest.importorskip("wgpu")
 
 from ember.backends import dispatch  # noqa: E402
-from ember.cube import launch  # noqa: E402
+from ember.cube.launch import cube_kernel as launch  # noqa: E402
 from ember.cube.runtime import client as client_mod  # noqa: E402
 from ember.cube.runtime import wgpu as wgpu_rt  # noqa: E402
 from ember.cube.runtime import wgpu_adapters as adapters  # noqa: E402

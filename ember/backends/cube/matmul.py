@@ -342,7 +342,7 @@ def _tensor_core_dtype(a: CubeTensor) -> bool:
 def _mma_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
     if getattr(backend.client, "runtime", None) != "cuda" or not _tensor_core_dtype(a):
         return False
-    from ...cube.runtime import cuda_mma
+    from .cuda_kernels import mma as cuda_mma
 
     return cuda_mma.candidate_valid(a, b)
 
@@ -350,7 +350,7 @@ def _mma_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> b
 def _launch_mma(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
     """Tensor cores (mma.sync, f16/bf16, tiles of 128): a decision is shared by a whole size
     bucket, so a shape of the bucket the tiles do not divide runs the tiled kernel instead."""
-    from ...cube.runtime import cuda_mma
+    from .cuda_kernels import mma as cuda_mma
 
     if cuda_mma.candidate_valid(a, b):
         cuda_mma.candidate_launch(backend, a, b, out)
@@ -379,7 +379,7 @@ def _row_major_copy(backend: Any, t: CubeTensor) -> CubeTensor:
     """A contiguous copy of ``t``: exact transposes on CUDA by the tiled transpose kernel
     (``cuda_transpose``: near copy bandwidth), anything else by the generic strided copy."""
     if getattr(backend.client, "runtime", None) == "cuda":
-        from ...cube.runtime import cuda_transpose
+        from .cuda_kernels import transpose as cuda_transpose
 
         if cuda_transpose.supports(t):
             out = backend._empty(t.shape, t.dtype)
@@ -391,7 +391,7 @@ def _row_major_copy(backend: Any, t: CubeTensor) -> CubeTensor:
 def _wgmma_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
     if getattr(backend.client, "runtime", None) != "cuda" or not _tensor_core_dtype(a):
         return False
-    from ...cube.runtime import cuda_wgmma
+    from .cuda_kernels import wgmma as cuda_wgmma
 
     return cuda_wgmma.candidate_valid(_as_row_major(backend, a, False), _as_row_major(backend, b, False))
 
@@ -400,7 +400,7 @@ def _launch_wgmma(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -
     """Hopper tensor cores (wgmma fed by TMA, any M, K and N multiples of 8; other operand
     layouts copied row-major first): a decision is shared by a whole size bucket, so a shape
     of the bucket the kernel does not take runs the tiled kernel instead."""
-    from ...cube.runtime import cuda_wgmma
+    from .cuda_kernels import wgmma as cuda_wgmma
 
     if cuda_wgmma.candidate_valid(_as_row_major(backend, a, False), _as_row_major(backend, b, False)):
         cuda_wgmma.candidate_launch(backend, _as_row_major(backend, a, True), _as_row_major(backend, b, True), out)
@@ -529,9 +529,9 @@ def _tunable(c: MatmulCandidate, group: Any, priority: Any) -> autotune.Tunable:
 def _sgemm_tunables() -> list[autotune.Tunable]:
     """The hand-written CUDA SGEMM tiles (``cuda_sgemm``: IEEE float32 on CUDA cores, sm_80+,
     not under tf32), priority of the GPU tiles; the module holds no driver state to import."""
-    from ...cube.runtime import cuda_sgemm
+    from .cuda_kernels import sgemm as cuda_sgemm
 
-    return cuda_sgemm.tunables()
+    return cuda_sgemm.tunables(lambda backend, a, b, out: launch_gpu(GPU_TILES[0], backend, a, b, out), _prio_gpu)
 
 
 MATMUL_TUNABLES = autotune.TunableSet(

@@ -88,7 +88,7 @@ def capture_drain(consts: dict[int, Any]) -> Any:
 # (the values that did not change stay part of the key: a later change of one of them takes the
 # ordinary path). Any other difference (another kernel, grid, layout, a call step's argument,
 # a word computed from a value) makes the layout ordinary. CPU launches only: their replays read
-# the captured info blocks at each launch (``launch._Plan.replay``), so rewriting them in place
+# the captured info blocks at each launch (``launch.plan._Plan.replay``), so rewriting them in place
 # is all a replay needs.
 
 #: the blank a float takes in a parametric key
@@ -189,7 +189,7 @@ def _launch_infos(steps: list[Any]) -> list[Any] | None:
             out.append(("call", st[1], st[2], tuple(_call_arg(a) for a in st[3])))
         else:
             plan, count, info, views = st
-            if getattr(plan, "generic", True):  # a runtime whose replays do not read the info block
+            if not getattr(plan, "rereads_info", False):  # a runtime whose replays do not read the info block
                 return None
             out.append(("launch", plan, (count.x, count.y, count.z), views, info))
     return out

@@ -2,7 +2,7 @@
 
 While a ``Capture`` is open on a thread, the device hooks record that thread's work: every
 buffer reserved through ``client.empty`` becomes an *allocation slot*, every ``@cube``
-launch (``launch._Plan.run``) a *step* (its plan, grid, packed info block, and per buffer
+launch (``launch.plan._Plan.run``) a *step* (its plan, grid, packed info block, and per buffer
 argument the slot and layout it read). Buffers the code found already alive (the inputs) are
 *input slots*, matched by the caller. Anything else the code did on the device (an upload, a
 read back, a sync, a hand-written kernel's raw launch, a launch that ran nothing because the

@@ -17,23 +17,17 @@ each): ``cpu_index`` maps their KernelId to the artifact.
 
 from __future__ import annotations
 
-import atexit
 import ctypes
 import os
-import platform
-import shlex
-import shutil
-import sys
-import tempfile
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ... import tracing
-from ...errors import CompilationError
+from .cpu_loading import _openmp, _work_weight, load_shared_object
+from .cpu_toolchain import CToolchain, ToolchainError
 from .preparing import Preparing
 from .service import Channel, InlineChannel, ServiceThread
 
@@ -47,238 +41,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CToolchain", "CpuServer", "CompiledKernel", "ToolchainError"]
 
-# Ours first, the configured flags after them, so a user's flag wins (-ffp-contract=fast ...).
-# -ffp-contract=off: a*b+c rounds twice, as numpy does (kernels ask for fusion with cube.fma);
-# -fno-math-errno: lets GCC vectorise sqrt & co. without changing results.
-_BASE_FLAGS = ["-std=gnu11", "-fno-math-errno", "-ffp-contract=off", "-fno-strict-aliasing"]
-_NEEDED = ["-shared", "-fPIC"]
-
-
-class ToolchainError(Exception):
-    """No working C compiler (turned into DeviceUnavailableError by the backend)."""
-
-
-def _ember_version() -> str:
-    mod = sys.modules.get("ember")
-    return str(getattr(mod, "__version__", "0"))
-
-
-def _cpu_identity() -> str:
-    """What -march=native depends on: the CPU model and a digest of its feature flags."""
-    import hashlib
-
-    machine, model, flags = _cpu_fields()
-    return f"{machine}|{model}|{hashlib.sha256(flags.encode()).hexdigest()[:16]}"
-
-
-def _cpu_fields() -> tuple[str, str, str]:
-    """(machine, CPU model, feature flags) from /proc/cpuinfo (empty where unreadable)."""
-    model = flags = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not model and line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                elif not flags and line.startswith("flags"):
-                    flags = line.split(":", 1)[1].strip()
-                if model and flags:
-                    break
-    except OSError:
-        pass
-    return platform.machine(), model, flags
-
-
-class CToolchain:
-    """The system C compiler: command, flags, identity; compiles one source to a .so."""
-
-    def __init__(self, cc: str | None = None, cflags: str | None = None) -> None:
-        from ...environment import config
-
-        cc = cc or config.get("cpu.cc") or os.environ.get("CC") or "cc"
-        cflags = config.get("cpu.cflags") if cflags is None else cflags
-        self.command = shlex.split(cc)
-        user = shlex.split(cflags or "")
-        self.flags = _BASE_FLAGS + user + [f for f in _NEEDED if f not in user]
-        self.path = shutil.which(self.command[0]) if self.command else None
-        self._version: str | None = None
-        self._fingerprint: str | None = None
-        self._lock = threading.Lock()
-        #: libraries linked after the source; libmvec joins when ``ensure`` finds it working
-        self.libs = ["-lm"]
-        self.mvec = False
-
-    # ---------------------------------------------------------------- identity
-    def _probe_key(self) -> str:
-        st = os.stat(self.path) if self.path else None
-        stamp = f"{st.st_mtime_ns}|{st.st_size}" if st else "?"
-        # the CPU flags' crc32, not _cpu_identity()'s sha256: a warm start then loads no hashlib
-        machine, model, cpu_flags = _cpu_fields()
-        cpu = f"{machine}|{model}|{zlib.crc32(cpu_flags.encode()):08x}"
-        return f"{self.path}|{stamp}|{' '.join(self.command[1:])}|{' '.join(self.flags)}|{cpu}"
-
-    def ensure(self) -> None:
-        """Check the compiler works (a canary with OpenMP), once per toolchain and machine;
-        the answer and ``cc --version`` are remembered in the store."""
-        with self._lock:
-            if self._version is not None:
-                return
-            if not self.path:
-                raise ToolchainError(
-                    f"C compiler {self.command[0] if self.command else '?'!r} not found on "
-                    "PATH; install gcc or clang, or set CC / EMBER_CPU_CC"
-                )
-            from ...environment import store
-
-            key = self._probe_key()
-            st = _store(store)
-            known = st.get_json("compile/cpu/toolchains", key) if st is not None else None
-            if (
-                isinstance(known, dict)
-                and known.get("ok") is True
-                and isinstance(known.get("version"), str)
-                and isinstance(known.get("mvec"), bool)
-            ):
-                self._version = known["version"]
-                self._use_mvec(known["mvec"])
-                return
-            import subprocess
-
-            try:
-                out = subprocess.run([*self.command, "--version"], capture_output=True, text=True, timeout=60)
-            except (OSError, subprocess.TimeoutExpired) as e:
-                raise ToolchainError(f"{self.command[0]} --version failed: {e}") from None
-            version = (out.stdout or out.stderr).strip()
-            mvec = self._canary()
-            self._version = version
-            self._use_mvec(mvec)
-            if st is not None:
-                st.put_json("compile/cpu/toolchains", key, {"ok": True, "version": version, "mvec": mvec})
-
-    def _canary(self) -> bool:
-        """Build and run the canary: OpenMP must work (else ToolchainError); returns whether
-        glibc's libmvec links and computes (then transcendental lane loops call its vector
-        variants: a kernel computing exp per lane runs one SIMD call per line). One compile
-        checks both on a cold start; only where it fails is OpenMP checked alone."""
-        omp = (
-            "#include <omp.h>\nint ember_canary(void) { int n = 0;\n"
-            "#pragma omp parallel reduction(+:n)\n n += 1;\n return n > 0 ? 7 : 0; }\n"
-        )
-        mvec = (
-            "typedef float v4 __attribute__((vector_size(16)));\nv4 _ZGVbN4v_expf(v4);\n"
-            "void ember_mvec(float *x) { v4 v; __builtin_memcpy(&v, x, 16); v = _ZGVbN4v_expf(v);"
-            " __builtin_memcpy(x, &v, 16); }\n"
-        )
-        from ...environment.store import temp_name
-
-        with tempfile.TemporaryDirectory(prefix=temp_name("canary")) as d:
-            try:
-                lib = self._load_canary(omp + mvec, ["-DEM_MVEC", "-lmvec"], Path(d) / "both.so")
-                buf = (ctypes.c_float * 4)(*([1.0] * 4))
-                lib.ember_mvec(buf)
-                return all(abs(v - 2.718281828) < 1e-5 for v in buf)
-            except (CompilationError, OSError):
-                pass
-            try:
-                self._load_canary(omp, [], Path(d) / "omp.so")
-            except CompilationError as e:
-                raise ToolchainError(
-                    f"{self.path} cannot build OpenMP shared objects with flags "
-                    f"{' '.join(self.flags)}:\n{e.log.strip()[:2000]}"
-                ) from None
-            return False
-
-    def _load_canary(self, source: str, extra: list[str], path: Path) -> Any:
-        path.write_bytes(self._build(source, "ember_canary", extra))
-        lib = _load_library(path)
-        if lib.ember_canary() != 7:
-            raise ToolchainError("the canary kernel returned a wrong value")
-        return lib
-
-    def _use_mvec(self, ok: bool) -> None:
-        self.mvec = ok
-        if ok and "-DEM_MVEC" not in self.flags:
-            self.flags = [*self.flags, "-DEM_MVEC"]
-            self.libs = ["-lmvec", *self.libs]
-
-    @property
-    def version(self) -> str:
-        self.ensure()
-        return self._version or ""
-
-    def fingerprint(self) -> str:
-        """Names the artifact namespace: compiler, version, flags, ember version, CPU."""
-        if self._fingerprint is None:
-            import hashlib
-
-            ident = "\n".join(
-                [
-                    str(self.path),
-                    self.version,
-                    " ".join(self.command[1:]),
-                    " ".join(self.flags),
-                    _ember_version(),
-                    _cpu_identity(),
-                ]
-            )
-            self._fingerprint = hashlib.sha256(ident.encode()).hexdigest()[:16]
-        return self._fingerprint
-
-    def artifact_key(self, source: str) -> str:
-        import hashlib
-
-        h = hashlib.sha256()
-        for part in (
-            source,
-            str(self.path),
-            self.version,
-            " ".join(self.command + self.flags),
-            _ember_version(),
-        ):
-            h.update(part.encode())
-            h.update(b"\0")
-        return h.hexdigest()
-
-    # ---------------------------------------------------------------- build
-    def _build(self, source: str, entry: str, extra: list[str] | None = None) -> bytes:
-        import subprocess
-
-        from ...environment.store import temp_name
-
-        with tempfile.TemporaryDirectory(prefix=temp_name("cc")) as d:
-            src = Path(d) / f"{entry}.c"
-            out = Path(d) / f"{entry}.so"
-            src.write_text(source)
-            cmd = [*self.command, *self.flags, *(extra or ()), "-o", str(out), str(src), *self.libs]
-            try:
-                r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-            except (OSError, subprocess.TimeoutExpired) as e:
-                raise CompilationError(
-                    f"running the C compiler for {entry} failed: {e}", source, str(e)
-                ) from None
-            if r.returncode != 0 or not out.exists():
-                raise CompilationError(
-                    f"C compilation of kernel {entry} failed ({shlex.join(cmd[:1])} exited {r.returncode})",
-                    source,
-                    (r.stderr or "") + (r.stdout or ""),
-                )
-            return out.read_bytes()
-
-    def compile(self, source: str, entry: str) -> bytes:
-        self.ensure()
-        return self._build(source, entry)
-
-
-def _store(store_mod: Any) -> Any:
-    from ...environment import config
-
-    try:
-        if not config.get("compilation.cache"):
-            return None
-    except Exception:
-        pass
-    return store_mod.get_store()
-
-
 class CompiledKernel:
     """A kernel ready to launch: the ctypes function and how to fill its arguments.
 
@@ -286,7 +48,8 @@ class CompiledKernel:
     is rendered (so a launch plan can be built) but the C compiler still runs; ``fn`` does
     nothing, and launch plans built on it are not kept."""
 
-    __slots__ = ("kernel_id", "entry", "fn", "source", "lib", "origin", "compile_seconds", "plans", "pending")
+    __slots__ = ("kernel_id", "entry", "fn", "source", "lib", "origin", "compile_seconds", "plans", "pending",
+                 "buf_type")
 
     def __init__(
         self,
@@ -308,6 +71,9 @@ class CompiledKernel:
         self.compile_seconds = compile_seconds
         self.plans: dict[Any, Any] = {}
         self.pending = pending
+        #: the ``void **`` array type of its launches' buffers (a kernel's array parameters are
+        #: fixed, so one type serves every launch; made at the first)
+        self.buf_type: Any = None
 
     def __repr__(self) -> str:
         return f"CompiledKernel({self.entry}{', pending' if self.pending else ''})"
@@ -340,49 +106,6 @@ class _Job:
         return self.result
 
 
-_tmp_dir: tuple[Path, int] | None = None
-_load_count = 0
-_load_lock = threading.Lock()
-
-
-def _private_dir() -> Path:
-    """This process's private 0700 directory of loaded shared objects (removed at exit; a
-    killed process's is removed by ``store.clean_stale`` of a later one)."""
-    global _tmp_dir
-    if _tmp_dir is None or _tmp_dir[1] != os.getpid():
-        from ...environment.store import temp_name
-
-        pid = os.getpid()
-        d = Path(tempfile.mkdtemp(prefix=temp_name("load")))
-
-        def cleanup() -> None:
-            if os.getpid() == pid:  # a forked child must not remove its parent's directory
-                shutil.rmtree(d, ignore_errors=True)
-
-        atexit.register(cleanup)
-        _tmp_dir = (d, pid)
-    return _tmp_dir[0]
-
-
-def load_shared_object(data: bytes, entry: str) -> tuple[Any, Path]:
-    """``dlopen`` the shared object ``data``: written to a new 0600 file (``O_EXCL``, a name never
-    used before in this process, so the loader never returns an older library of that name) in
-    the private directory, then loaded from there. Returns (library, file)."""
-    global _load_count
-    with _load_lock:
-        _load_count += 1
-        n = _load_count
-    path = _private_dir() / f"{entry}-{n}.so"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    finally:
-        os.close(fd)
-    return _load_library(path), path
-
-
 class CpuServer(Preparing):
     """Compiles and runs kernels for one CPU device; owns the in-process pipeline table.
 
@@ -391,8 +114,9 @@ class CpuServer(Preparing):
     KernelId). ``preparing()`` lets the tuner start the compiles of all its candidates on a
     pool of threads (one ``cc`` per core) before it times the first one."""
 
-    #: launches call the compiled C entry directly with ctypes arguments (launch.py)
-    ctypes_abi = True
+    #: a replayed launch passes its captured info block to the C entry as it is then, so a
+    #: parametric replay may rewrite the block in place (``launch.plan._Plan.rereads_info``)
+    replays_reread_info = True
 
     def __init__(self, index: int = 0, channel: str | None = None, checked: bool | None = None) -> None:
         from ...environment import config
@@ -570,8 +294,8 @@ class CpuServer(Preparing):
         lib, _path = load_shared_object(so, entry)
         fn = getattr(lib, entry)
         # no argtypes: a launch passes ctypes arrays (buffers, info) and plain ints, which ctypes
-        # converts by their own types in a third of the time argtypes take (0.96 against 1.49 us
-        # per call on the dev box); ``_run_kernel`` converts anything else
+        # converts by their own types faster than through argtypes; ``_run_kernel`` converts
+        # anything else
         fn.restype = None
         if self._checked:
             fn = _checked_entry(fn, lib, job.kid.kernel, entry)
@@ -599,7 +323,7 @@ class CpuServer(Preparing):
         """(store, artifact namespace), or None when compiled kernels are not kept."""
         from ...environment import store
 
-        st = _store(store)
+        st = store.compile_store()
         if st is None:
             return None
         tc = self.toolchain
@@ -645,7 +369,7 @@ class CpuServer(Preparing):
 
         tc = self.toolchain
         tc.ensure()
-        st = _store(store)
+        st = store.compile_store()
         if st is None:
             return None
         ns = f"compile/cpu/{tc.fingerprint()}"
@@ -664,7 +388,7 @@ class CpuServer(Preparing):
         so = tc.compile(src.source, src.entry)
         with self._lock:
             self.compiles += 1
-        st = _store(store)
+        st = store.compile_store()
         if st is not None:
             meta = {
                 "ext": "so",
@@ -677,8 +401,57 @@ class CpuServer(Preparing):
             st.put_artifact(f"compile/cpu/{tc.fingerprint()}", tc.artifact_key(src.source), so, meta)
         return so
 
-    # ---------------------------------------------------------------- execution
-    def execute(self, fn: Any, bufs: Any, info: Any, cx: int, cy: int, cz: int, keep: Any) -> None:
+    # ---------------------------------------------------------------- execution (runtime/contract.py)
+    def launch(self, kernel: CompiledKernel, tensors: list[Any], info: Any, count: Any) -> None:
+        """One launch of ``kernel`` over ``tensors`` (CubeTensors in parameter order), with its packed
+        ``info`` words, on ``count`` cubes: the C entry ``void f(void **bufs, uint64_t *info,
+        uint32_t cx, cy, cz)`` called on the downstream stage. The per-launch hot path: the
+        body of ``_execute`` is written out here rather than called (one Python frame less)."""
+        if self._preparer is not None and self._preparer == threading.get_ident():
+            return  # preparing: launches run nothing (their inputs may be unwritten)
+        bt = kernel.buf_type
+        if bt is None:
+            bt = _buf_type(kernel, len(tensors))
+        bufs = bt(*[t.ptr for t in tensors])
+        fn = kernel.fn
+        ch = self.downstream
+        if ch.kind == "inline":
+            omp = _openmp
+            if omp.set is not None:
+                omp.threads_for(fn, tensors)
+            try:
+                fn(bufs, info, count.x, count.y, count.z)
+            except ctypes.ArgumentError:  # counts that are not plain ints (numpy integers)
+                _run_kernel(fn, bufs, info, count.x, count.y, count.z)
+        else:
+            ch.submit(_run_threaded, fn, bufs, info, count.x, count.y, count.z, tensors)
+            ch.submit(_release, tensors)
+
+    def launch_ptrs(self, kernel: CompiledKernel, ptrs: list[int], info: Any, count: Any, keep: Any = ()) -> None:
+        """``launch`` with the buffers' element addresses given (a replayed launch); ``keep``:
+        the buffers (their sizes choose the thread count; held until the launch ran)."""
+        bufs = (kernel.buf_type or _buf_type(kernel, len(ptrs)))(*ptrs)
+        self._execute(kernel.fn, bufs, info, count.x, count.y, count.z, keep)
+
+    def replayer(self, kernel: CompiledKernel, info: Any, count: Any, slots: tuple[int, ...],
+                 offsets: tuple[int, ...]) -> Callable[[list[Any]], None] | None:
+        """One captured launch of ``kernel`` prepared to run again: ``go(bufs)`` calls its C entry over
+        ``bufs[slot].ptr + offset`` per buffer argument, the entry, array type and counts bound
+        once (None for a pending kernel: it never replays)."""
+        if kernel.pending:
+            return None
+        fn, cx, cy, cz = kernel.fn, count.x, count.y, count.z
+        array = kernel.buf_type or _buf_type(kernel, len(slots))
+        pairs = tuple(zip(slots, offsets))
+        execute = self._execute
+
+        def go(bufs: list[Any]) -> None:
+            keep = [bufs[s] for s in slots]
+            execute(fn, array(*[bufs[s].ptr + o for s, o in pairs]), info, cx, cy, cz, keep)
+
+        return go
+
+    def _execute(self, fn: Any, bufs: Any, info: Any, cx: int, cy: int, cz: int, keep: Any) -> None:
         """Run a launch on the downstream stage (``keep`` holds its buffers alive until it ran)."""
         if self._preparer is not None and self._preparer == threading.get_ident():
             return  # preparing: launches run nothing (their inputs may be unwritten)
@@ -697,6 +470,13 @@ class CpuServer(Preparing):
 
     def sync(self) -> None:
         self.downstream.sync()
+
+
+def _buf_type(kernel: CompiledKernel, n: int) -> Any:
+    """``kernel``'s buffer array type, made now: ``n`` pointers (at least one slot: ctypes
+    refuses an empty array type)."""
+    bt = kernel.buf_type = ctypes.c_void_p * max(n, 1)
+    return bt
 
 
 def _checked_entry(fn: Any, lib: Any, kernel: str, entry: str) -> Callable[..., None]:
@@ -761,87 +541,6 @@ def _run_threaded(fn: Any, bufs: Any, info: Any, cx: Any, cy: Any, cz: Any, keep
     if _openmp.set is not None:
         _openmp.threads_for(fn, keep)
     _run_kernel(fn, bufs, info, cx, cy, cz)
-
-
-# ---------------------------------------------------------------- threads per launch
-#: estimated work (bytes touched x the kernel's weight) that one more thread must have before a
-#: launch uses it: ~1 MiB of streaming is ~100 us on one core of the dev box, against a parallel
-#: region's fork/join of ~5-30 us with sleeping workers, and a stall of a scheduler time slice
-#: (ms) when a worker is descheduled on a shared machine (cores are always shared in training:
-#: data loader workers, other jobs). Below it a launch runs on the calling thread alone: the 2.9 s
-#: -> 0.2 s of the char-GPT step at load 5 on the 2-core dev box came from exactly these launches.
-WORK_PER_THREAD = 1 << 20
-
-
-def _work_weight(kernel: str) -> int:
-    """Work per byte touched, relative to a streaming kernel: a matmul reads each element many
-    times (its flops grow with the inner dimension), so its bytes undercount its work."""
-    return 16 if "matmul" in kernel else 1
-
-
-class _OpenMP:
-    """The OpenMP runtime the kernels link (found through the first kernel library: ``dlsym``
-    searches its dependencies, so gcc's libgomp and clang's libomp alike), and the thread
-    count of the calling thread (OpenMP keeps it per thread)."""
-
-    def __init__(self) -> None:
-        self.set: Any = None  # omp_set_num_threads, once a kernel library is loaded
-        self.max = 1  # the threads the environment allows (OMP_NUM_THREADS, affinity)
-        self.local = threading.local()
-        self.lock = threading.Lock()
-
-    def bind(self, lib: Any) -> None:
-        if self.set is not None:
-            return
-        with self.lock:
-            if self.set is not None:
-                return
-            try:
-                get, setn = lib.omp_get_max_threads, lib.omp_set_num_threads
-            except AttributeError:  # a toolchain without OpenMP: nothing to choose
-                return
-            get.restype = ctypes.c_int
-            setn.restype = None
-            self.max = max(1, int(get()))
-            if self.max > 1:
-                self.set = setn
-
-    def threads_for(self, fn: Any, keep: Any) -> None:
-        """Set the calling thread's OpenMP thread count for a launch of ``fn`` on ``keep``
-        (CubeTensors, or the Buffers of a replay): one thread per WORK_PER_THREAD of work, at
-        most ``max``. The kernels' parallel regions fork only when more than one is allowed
-        (``omp_get_max_threads() > 1`` in their ``if`` clause), so a small launch forks none."""
-        work = 0
-        for t in keep:
-            b = getattr(t, "buffer", t)
-            work += b.nbytes
-        n = work * getattr(fn, "em_weight", 1) // WORK_PER_THREAD
-        n = 1 if n < 1 else (self.max if n >= self.max else n)
-        loc = self.local
-        if getattr(loc, "n", 0) != n:
-            self.set(n)
-            loc.n = n
-
-
-_openmp = _OpenMP()
-
-
-def _load_library(path: Path) -> Any:
-    """``ctypes.CDLL`` of a kernel library; the first load also loads the OpenMP runtime, which
-    reads its environment then: unless the user chose a wait policy, its idle workers sleep
-    (``OMP_WAIT_POLICY=passive``) instead of spinning, so a worker waiting for the next launch
-    takes no core from the Python thread, a data loader or another process (with two spinning
-    threads on a shared 2-core machine a 256x512 column sum took 11 ms instead of 0.06 ms).
-    The variable is set only around the load, so libraries loaded later (torch's own OpenMP)
-    see the user's environment."""
-    keys = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
-    if _openmp.set is not None or any(k in os.environ for k in keys):
-        return ctypes.CDLL(str(path))
-    os.environ["OMP_WAIT_POLICY"] = "passive"
-    try:
-        return ctypes.CDLL(str(path))
-    finally:
-        os.environ.pop("OMP_WAIT_POLICY", None)
 
 
 def _release(keep: Any) -> None:

@@ -8,10 +8,10 @@ version + arch + flags + ember version): a second process loads them and compile
 from __future__ import annotations
 
 import hashlib
-import sys
 import threading
 from typing import Any
 
+from ...environment.version import ember_version
 from ...errors import CompilationError
 
 __all__ = ["Nvrtc", "NvrtcUnavailable", "nvrtc"]
@@ -23,11 +23,6 @@ FLAGS = ("-std=c++17", "--fmad=false", "-default-device", "-lineinfo")
 
 class NvrtcUnavailable(RuntimeError):
     """cuda-bindings or the NVRTC library is not installed."""
-
-
-def _ember_version() -> str:
-    mod = sys.modules.get("ember")
-    return str(getattr(mod, "__version__", "0"))
 
 
 class Nvrtc:
@@ -53,12 +48,12 @@ class Nvrtc:
             raise CompilationError(f"{what} failed: {msg.decode() if isinstance(msg, bytes) else msg}")
 
     def fingerprint(self, arch: str) -> str:
-        ident = f"nvrtc {self.version[0]}.{self.version[1]}|{arch}|{' '.join(FLAGS)}|{_ember_version()}"
+        ident = f"nvrtc {self.version[0]}.{self.version[1]}|{arch}|{' '.join(FLAGS)}|{ember_version()}"
         return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
     def artifact_key(self, source: str, arch: str) -> str:
         h = hashlib.sha256()
-        for part in (source, f"{self.version}", arch, " ".join(FLAGS), _ember_version()):
+        for part in (source, f"{self.version}", arch, " ".join(FLAGS), ember_version()):
             h.update(part.encode())
             h.update(b"\0")
         return h.hexdigest()
@@ -95,9 +90,8 @@ def stored_compile(
     version, arch and flags, else a fresh compile that is then stored (namespace and key as the
     cuda runtime's, so a compile-check run warms a GPU machine's cache with the same NVRTC)."""
     from ...environment import store
-    from .cpu import _store
 
-    st = _store(store)
+    st = store.compile_store()
     ns = f"compile/cuda/{arch}/{nv.fingerprint(arch)}"
     key = nv.artifact_key(source, arch)
     if st is not None:

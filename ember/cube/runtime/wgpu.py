@@ -314,11 +314,18 @@ class WgpuServer:
             lay = self._layouts[n_arrays] = (bgl, self.device.create_pipeline_layout(bind_group_layouts=[bgl]))
         return lay[1]
 
-    # ---------------------------------------------------------------- launch
-    def launch(self, compiled: WgpuKernel, tensors: list[Any], info: Any, count: Any) -> None:
+    # ---------------------------------------------------------------- launch (runtime/contract.py)
+    def preparing_here(self) -> bool:
+        """Always False: the wgpu server has no preparing state (the tuner compiles its
+        candidates one by one here)."""
+        return False
+
+    def launch(self, kernel: WgpuKernel, tensors: list[Any], info: Any, count: Any) -> None:
+        """One launch of ``kernel`` over ``tensors`` with ``info`` words on ``count`` cubes: a
+        compute pass recorded into the pending command encoder (the info words into the arena)."""
         if count.x == 0 or count.y == 0 or count.z == 0:
             return
-        n_info = compiled.info_words
+        n_info = kernel.info_words
         slot = -(-max(n_info, 4) * 4 // self.align) * self.align
         with self._lock:
             if self._arena_used + slot > self._arena_bytes:
@@ -331,10 +338,10 @@ class WgpuServer:
             if info is not None:
                 raw = np.frombuffer(info, np.uint32)
                 words[: raw.size] = raw
-                for i in compiled.narrowed:
-                    words[2 * i] = _narrow_word(info[i], compiled.entry)
+                for i in kernel.narrowed:
+                    words[2 * i] = _narrow_word(info[i], kernel.entry)
             base = n_info - len(tensors)
-            widths = compiled.widths
+            widths = kernel.widths
             entries = []
             for k, t in enumerate(tensors):
                 words[base + k] = t.offset // widths[k]
@@ -344,7 +351,7 @@ class WgpuServer:
                     if b.nbytes > self.max_binding:
                         raise OutOfMemoryError(
                             f"a {b.nbytes}-byte buffer exceeds this device's largest storage binding "
-                            f"({self.max_binding} bytes, max-storage-buffer-binding-size): kernel {compiled.entry}"
+                            f"({self.max_binding} bytes, max-storage-buffer-binding-size): kernel {kernel.entry}"
                         )
                     size = self.max_binding - self.max_binding % 4
                 entries.append({"binding": k, "resource": {"buffer": b.handle, "offset": 0, "size": size}})
@@ -356,7 +363,7 @@ class WgpuServer:
             if enc is None:
                 enc = self._encoder = self.device.create_command_encoder()
             p = enc.begin_compute_pass()
-            p.set_pipeline(compiled.fn)
+            p.set_pipeline(kernel.fn)
             p.set_bind_group(0, bg)
             p.dispatch_workgroups(count.x, count.y, count.z)
             p.end()
@@ -632,7 +639,7 @@ def _open_device(entry: adapters.AdapterEntry) -> Any:
 def create_client(args: tuple[Any, ...]) -> WgpuClient:
     """The client for device args ``(DeviceKind, api[, require])``: selects the adapter (typed
     errors listing every adapter), opens it once per physical adapter, runs the canary."""
-    from ...device import DeviceKind
+    from ...device_kind import DeviceKind
 
     kind: DeviceKind = args[0]
     api: str = args[1]

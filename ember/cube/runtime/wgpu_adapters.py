@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ...device import DeviceKind
+from ...device_kind import DeviceKind, parse_kind
 from ...errors import DeviceUnavailableError
 
 __all__ = [
@@ -106,22 +106,6 @@ def enumerate_adapters(refresh: bool = False) -> list[AdapterEntry]:
 
 def describe(adapters: list[AdapterEntry]) -> list[str]:
     return [a.describe() for a in adapters]
-
-
-_KIND_RE = re.compile(r"^\s*([A-Za-z]+)\s*(?:\(\s*(\d+)\s*\))?\s*$")
-_KIND_NAMES = {k.lower(): k for k in ("DefaultDevice", "DiscreteGpu", "IntegratedGpu", "VirtualGpu", "Cpu")}
-
-
-def parse_kind(text: str) -> DeviceKind:
-    """``IntegratedGpu(1)``, ``DiscreteGpu``, ``Cpu``, ``DefaultDevice`` (case-insensitive)."""
-    m = _KIND_RE.match(text)
-    kind = _KIND_NAMES.get(m.group(1).lower()) if m else None
-    if kind is None:
-        raise ValueError(
-            f"cannot read a device kind from {text!r}; write DefaultDevice, DiscreteGpu(i), "
-            "IntegratedGpu(i), VirtualGpu(i) or Cpu"
-        )
-    return DeviceKind(kind, int(m.group(2) or 0))
 
 
 def default_kind() -> DeviceKind:

@@ -165,7 +165,7 @@ def _tensor_core(backend: Any, a: Any, b: Any, job: _Job) -> Any:
     next tile's products run); shapes or layouts the kernel does not take (a decision covers a
     whole size bucket) run ``_separate``."""
     from ....cube.compiler.cuda import sm_number
-    from ....cube.runtime import cuda_wgmma
+    from ...cube.cuda_kernels import wgmma as cuda_wgmma
 
     (bias,) = job.extra
     m, n = a.shape[0], b.shape[1]

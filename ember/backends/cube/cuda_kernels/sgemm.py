@@ -1,6 +1,6 @@
 """IEEE float32 matmul on CUDA cores (FFMA, no tf32) for the CUDA runtime: a hand-written SGEMM.
 
-A hand-written CUDA C++ kernel (like ``cuda_mma``), compiled by NVRTC for the device's own
+A hand-written CUDA C++ kernel (like ``mma``), compiled by NVRTC for the device's own
 architecture. It is the float32 candidate under the default precision "highest", beside the
 portable ``@cube`` kernel ``matmul_gpu`` (``GPU_TILES``), which it differs from in what the
 kernel language cannot say yet: a 2-D warp layout, fragments of the next k step loaded while
@@ -35,10 +35,11 @@ from __future__ import annotations
 
 import ctypes
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .tensor import batch_step as _batch_stride
+from ....cube.runtime.tensor import batch_step as _batch_stride
 
 __all__ = [
     "SgemmTiles",
@@ -49,7 +50,11 @@ __all__ = [
     "matmul_sgemm",
     "candidate_valid",
     "candidate_launch",
+    "tunables",
 ]
+
+#: a matmul launch as the Cube backend's candidates take it: ``launch(backend, a, b, out)``
+Launch = Callable[[Any, Any, Any, Any], None]
 
 
 @dataclass(frozen=True)
@@ -111,11 +116,11 @@ class SgemmTiles:
             and self.smem_bytes <= 227 * 1024
         )
         if not ok:
-            raise ValueError(f"cuda_sgemm: tile shape {self} breaks the kernel's layout rules")
+            raise ValueError(f"cuda_kernels.sgemm: tile shape {self} breaks the kernel's layout rules")
 
 
 #: the candidates registered for tuning, measured on an H200 at 4096² / 8192² against torch
-#: without tf32 (``bench/results/f32_2026-11-29_h200.md``): 256 x 128 blocks of 256 threads with
+#: without tf32: 256 x 128 blocks of 256 threads with
 #: 16 x 8 each, k tiles of 16, B by cp.async, one block per SM (233 registers, 49.7 KiB of shared
 #: memory): 46.5 / 47.5 TFLOP/s = 0.92x / 0.94x torch; 128 x 128 blocks of 128 threads with
 #: 16 x 8 each, two per SM (233 registers): 45.2 / 46.2 TFLOP/s = 0.89x / 0.91x, and twice the
@@ -394,8 +399,8 @@ def candidate_valid(backend: Any, a: Any, b: Any, out: Any) -> bool:
     shape: ``candidate_launch`` falls back to ``matmul_gpu`` where ``supports`` refuses, since a
     decision covers a whole size bucket); not under tf32 precision (the tensor-core candidates
     own float32 then)."""
-    from ...precision import tf32_allowed
-    from ..compiler.cuda import sm_number
+    from ....cube.compiler.cuda import sm_number
+    from ....precision import tf32_allowed
 
     client = backend.client
     if getattr(client, "runtime", None) != "cuda" or a.dtype.name != "float32":
@@ -403,29 +408,27 @@ def candidate_valid(backend: Any, a: Any, b: Any, out: Any) -> bool:
     return sm_number(str(getattr(client.server, "arch", ""))) >= 80 and not tf32_allowed()
 
 
-def candidate_launch(backend: Any, a: Any, b: Any, out: Any, tiles: SgemmTiles = SGEMM_TILES[0]) -> None:
+def candidate_launch(backend: Any, a: Any, b: Any, out: Any, tiles: SgemmTiles, fallback: Launch) -> None:
     """``out = a @ b`` (operands expanded to out's batch dims): the SGEMM where it takes the
-    operands, else the first ``GPU_TILES`` tile of ``matmul_gpu``."""
+    operands, else ``fallback(backend, a, b, out)`` (the Cube backend's portable matmul: a
+    decision covers a whole size bucket, so the candidate must take every shape)."""
     if supports(a, b, out, tiles):
         matmul_sgemm(backend.client, a, b, out, tiles)
         return
-    from ...backends.cube.matmul import GPU_TILES, launch_gpu
-
-    launch_gpu(GPU_TILES[0], backend, a, b, out)
+    fallback(backend, a, b, out)
 
 
-def tunables() -> list[Any]:
-    """The autotune entries of ``SGEMM_TILES`` for ``matmul.MATMUL_TUNABLES``: group 0, the
-    priority of the ``matmul_gpu`` tiles (2: timed first where units run in parallel; never
-    for tiny products)."""
-    from ... import autotune
-    from ...backends.cube.matmul import _prio_gpu
+def tunables(fallback: Launch, priority: Callable[[tuple[Any, ...]], int]) -> list[Any]:
+    """The autotune entries of ``SGEMM_TILES`` for the Cube backend's matmul set: group 0,
+    ``priority`` (the backend passes its GPU tiles' rule), shapes the kernel refuses run
+    ``fallback``. The caller owns the choice; this module only describes its kernel."""
+    from .... import autotune
 
     def make(t: SgemmTiles) -> Any:
         def launch(backend: Any, a: Any, b: Any, out: Any) -> None:
-            candidate_launch(backend, a, b, out, t)
+            candidate_launch(backend, a, b, out, t, fallback)
 
         # prepared first: no expansion, and the longest compiles (``matmul.MATMUL_TUNABLES``)
-        return autotune.Tunable(t.name, launch, 0, _prio_gpu, valid=candidate_valid, prepare_order=-2)
+        return autotune.Tunable(t.name, launch, 0, priority, valid=candidate_valid, prepare_order=-2)
 
     return [make(t) for t in SGEMM_TILES]

@@ -1,5 +1,5 @@
 """Matrix transposes on the CUDA runtime for the tensor-core matmuls' operands (hand-written CUDA
-C++ like ``cuda_mma``): a transposed view (``x @ w.T``, the backward's ``g @ b.T``, ``a.T @ g``)
+C++ like ``mma``): a transposed view (``x @ w.T``, the backward's ``g @ b.T``, ``a.T @ g``)
 becomes a row-major copy at close to copy bandwidth.
 
 ``em_transpose_b{16,32}``: per batch entry, ``src`` (rows, cols) row-major (entries ``step``
@@ -16,7 +16,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
-from .tensor import batch_step as _batch_step
+from ....cube.runtime.tensor import batch_step as _batch_step
 
 __all__ = ["TRANSPOSE_SOURCE", "supports", "transpose"]
 

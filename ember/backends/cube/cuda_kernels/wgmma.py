@@ -1,6 +1,9 @@
 """Hopper tensor-core matmul for the CUDA runtime: ``wgmma`` fed by bulk tensor copies (TMA), sm_90a.
 
-A hand-written CUDA C++ kernel (like ``cuda_mma``), compiled by NVRTC for ``sm_90a`` (the
+One kernel over ~900 lines: its source generator (every variant is a parameter of one template),
+the tile choice and the host launch (tensor maps, grid) change together whenever the kernel does.
+
+A hand-written CUDA C++ kernel (like ``mma``), compiled by NVRTC for ``sm_90a`` (the
 ``a`` target is what accepts ``wgmma`` and ``setmaxnreg``; the cubin runs on any compute
 capability 9.0 device) and persisted in the store under ``compile/cuda/sm_90a/...``.
 
@@ -43,7 +46,7 @@ Design (a tile is 128 x BN outputs, BN = 256 or 128; K in steps of BK = 64):
   GELU and store whole rows with 16-byte accesses, overlapped with the next tile's main loop; on
   a block's last tile the consumers drain with them. GELU sees ``round(acc) + bias`` in f32, as
   an unfused ``gelu(mm + bias)`` sees the rounded product.
-  Measured (H200, bench/results/epilogue_2026-11-29_h200.md; clock stamps per block, bf16 4096²,
+  Measured (H200, clock stamps per block, bf16 4096²,
   4 tiles per block of ~45 us each): bias + GELU cost 1.07x the matmul alone while the consumers
   loaded the bias between tiles (2.4 us per tile with the tensor cores idle) and the drain warps
   spent 30 of every 45 us on ``erf``-form GELU; with the bias in the drain, the GELU at 14
@@ -59,16 +62,14 @@ multiples of the tile; the copy engine needs 16-byte global strides, hence K and
 
 tf32 (float32 operands while ``ember.set_float32_matmul_precision`` allows it; ``wgmma_source(tf32=
 True)``, ``_CONFIGS_TF32``): wgmma reads 32-bit operands K-major only (no transpose bit), so
-``_launch_tf32`` first transposes B into a pooled scratch (N, K) buffer (``cuda_transpose``, 64 x
+``_launch_tf32`` first transposes B into a pooled scratch (N, K) buffer (``transpose``, 64 x
 64 shared tiles) and TMA loads B^T exactly like A. BK = 32 floats keeps 128-byte swizzled rows,
 the stage bytes and the 32-byte k-steps (``m64n{BN}k8``); f32 output, no epilogue. The tensor
-cores truncate the f32 bits to tf32 (as cuBLAS's kernels do). Measured on an H200: 316-339
-TFLOP/s, 0.77-0.87x torch, bench/results/tf32_2026-11-29_h200.md.
+cores truncate the f32 bits to tf32 (as cuBLAS's kernels do).
 
 Contract (``supports``): row-major contiguous ``a`` (M, K), ``b`` (K, N), ``out`` (M, N) of f32
 or the input type, bf16 or f16 inputs, K and N multiples of 8, 16-byte aligned base addresses, a
 compute capability 9.0 device. Tensor maps are cached per (device, pointer, shape, strides).
-Measured on an H200: bench/results/wgmma_2026-11-29_h200.md.
 """
 from __future__ import annotations
 
@@ -77,9 +78,9 @@ import itertools
 import math
 from typing import Any
 
-from ...precision import tensor_core_types as _in_types
-from .cuda_mma import HALF_HELPERS
-from .tensor import batch_step as _batch_step
+from ....cube.runtime.tensor import batch_step as _batch_step
+from ....precision import tensor_core_types as _in_types
+from .mma import HALF_HELPERS
 
 __all__ = [
     "WGMMA_SOURCE",
@@ -105,8 +106,7 @@ GROUP_M = 16
 #: dynamic shared memory a block of compute capability 9.0 may have
 SMEM_LIMIT = 227 * 1024
 THREADS = 384
-#: a 128 x 256 tile does 1.11-1.2x the work of a 128 x 128 tile per unit of time (H200, 4096-8192²,
-#: bench/results/wgmma_2026-11-29_h200.md)
+#: a 128 x 256 tile does 1.11-1.2x the work of a 128 x 128 tile per unit of time (H200, 4096-8192²)
 WIDE_SPEEDUP = 1.15
 #: persistent blocks (one per multiprocessor walking the tiles) up to this many waves of tiles;
 #: one block per tile beyond (measured: persistent as fast or faster at 3072-6144², 5-7% slower at
@@ -130,7 +130,7 @@ def entry_name(in_dtype: str, out_dtype: str, bias_gelu: bool = False) -> str:
     return f"em_wgmma_{head}_{_SHORT[out_dtype]}" + ("_bias_gelu" if bias_gelu else "")
 
 
-#: the entries of a tf32 source (``wgmma_source(tf32=True)``; B's transpose is ``cuda_transpose``'s)
+#: the entries of a tf32 source (``wgmma_source(tf32=True)``; B's transpose is ``transpose``'s)
 TF32_ENTRIES = ("em_wgmma_tf32_f32",)
 
 
@@ -656,10 +656,10 @@ def wgmma_source(bn: int = BN, stages: int = STAGES, group_m: int = GROUP_M, gel
     ``gelu_call``: the bias + GELU epilogue calls its GELU instead of inlining it (a quarter of
     the code, but slower: 0.231-0.236 ms against 0.209-0.223 inlined, bf16 4096²); ``cluster``
     2: pairs of CTAs share B through TMA multicast (the grid must then be even; not the default:
-    no gain beyond the run-to-run spread at 4096-8192², bench/results/wgmma_2026-11-29_h200.md);
+    no gain beyond the run-to-run spread at 4096-8192²);
     ``staged``: 16-bit outputs leave through the staged epilogue (``em_stage_tile``: warps of the
     producer warpgroup apply GELU and store while the consumers run the next tile); ``tf32``: the
-    float32 source instead (entry ``em_wgmma_tf32_f32``; B is transposed first by ``cuda_transpose``):
+    float32 source instead (entry ``em_wgmma_tf32_f32``; B is transposed first by ``transpose``):
     BK = 32 floats, the same 128-byte rows, stage bytes and k-steps of 32 bytes; B is read as B^T
     (N, K), K-major like A. ``knobs``: measurement variants of the staged epilogue, ``EM_<name>``
     macros (``BIAS_DRAIN``, ``PREGS``, ``X_GELU``, ``X_BIAS``, ``PROBE``, ``GELU_OLD``: see the
@@ -784,10 +784,9 @@ def _tensor_map(server: Any, dtype: str, addr: int, cols: int, rows: int, batch:
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
     )
     if int(res[0]) != 0:
-        from .cuda import CudaError, _err_text
+        from ....cube.runtime.cuda_driver import driver_error
 
-        what = f"cuTensorMapEncodeTiled(dims=({cols}, {rows}, {batch}), batch stride {bstride})"
-        raise CudaError(f"{what} failed: {_err_text(res[0])}")
+        raise driver_error(res[0], f"cuTensorMapEncodeTiled(dims=({cols}, {rows}, {batch}), batch stride {bstride})")
     words = (ctypes.c_uint64 * 16)(*(int(w) for w in res[1].opaque))
     if len(_MAPS) >= _MAPS_MAX:
         _MAPS.clear()
@@ -852,7 +851,7 @@ def _transpose_b(client: Any, b: tuple[int, int], k: int, n: int, batch: int) ->
     server = client.server
     (pb, sb), entries = b, (batch if b[1] else 1)
     scratch = client.empty(4 * entries * n * k)
-    from .cuda_transpose import TRANSPOSE_SOURCE
+    from .transpose import TRANSPOSE_SOURCE
 
     fn = server.raw_function(TRANSPOSE_SOURCE, "em_transpose_b32")
     for z0 in range(0, entries, 65535):  # grid.z limit
@@ -884,7 +883,7 @@ def matmul_wgmma(client: Any, a: Any, b: Any, out: Any, bias: Any = None) -> Non
     (m, k), n = a.shape, b.shape[1]
     if a.dtype.name == "float32":
         if bias is not None:
-            raise ValueError("cuda_wgmma: the tf32 kernel has no bias + GELU epilogue")
+            raise ValueError("cuda_kernels.wgmma: the tf32 kernel has no bias + GELU epilogue")
         _launch_tf32(client, (_addr(a), 0), (_addr(b), 0), _addr(out), m, n, k, 1)
         return
     bias_addr = 0 if bias is None else _addr(bias)
@@ -897,7 +896,7 @@ def candidate_valid(a: Any, b: Any) -> bool:
     """For the Cube backend's candidate list: a CUDA client of compute capability 9.0 and
     operands the kernel takes as they are (each batch entry a row-major matrix, 16-byte strides)."""
     client = a.client
-    from ..compiler.cuda import sm_number
+    from ....cube.compiler.cuda import sm_number
 
     if getattr(client, "runtime", "") != "cuda" or sm_number(client.server.arch) != 90:
         return False
