@@ -24,7 +24,7 @@ def build_backend(spec: tuple[Any, ...], device: Device) -> Any:
     if not fusion:
         return cube
     from ..fusion import Fusion
-    from ..fusion.fusers import default_fusers
+    from .fusers import default_fusers
 
     client = cube.client
     return Fusion(cube, fusers=default_fusers(cube), stage=f"DSU-{client.runtime}-{client.index}")

@@ -61,8 +61,8 @@ from ....cube.launch import CubeCount, CubeDim, lines
 from ....cube.runtime.client import max_line_bytes
 from ....cube.runtime.tensor import CubeTensor, contiguous_strides
 from ....cube.types import ELEMS, Elem, elem_of_dtype
-from ...cube.elementwise import _coalesce
-from ...cube.elementwise_kernels import binary_expr, strided_offset, unary_expr
+from ..elementwise import _coalesce
+from ..elementwise_kernels import binary_expr, strided_offset, unary_expr
 
 __all__ = ["fused_lines", "fused_strided", "fused_rows", "run_fused", "check_program", "apply_step", "rounded",
            "literal", "elem_named"]

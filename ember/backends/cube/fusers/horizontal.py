@@ -29,7 +29,7 @@ from typing import Any
 from .... import cube
 from ....cube import CUBE_DIM, CUBE_POS, UNIT_POS, Array, Comptime, Line, Scalar, Sequence, T, function, kernel
 from ....cube.launch import CubeCount, CubeDim, lines
-from ..ir import OperationIr
+from ...fusion.ir import OperationIr
 from .elementwise import MAX_INPUTS, MAX_OPS, ElementwiseFuser, array_budget, exclusive, fusable, observed
 from .elementwise_kernel import apply_step
 

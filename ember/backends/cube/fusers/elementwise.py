@@ -32,8 +32,8 @@ from ...base import (
     SCALAR_OPS,
     UNARY_OPS,
 )
-from ...cube.elementwise import _REFCOUNT_SAFE, _exclusive
-from ..ir import READ_WRITE, OperationIr, TensorIr
+from ...fusion.ir import READ_WRITE, OperationIr, TensorIr
+from ..elementwise import _REFCOUNT_SAFE, _exclusive
 
 __all__ = ["ElementwiseFuser", "fusable", "Builder", "observed", "donor_candidates", "array_budget"]
 
