@@ -1,15 +1,16 @@
-"""Replayed eager ops: a Cube backend op called again with the same argument layouts and
-values runs from a capture of its launches (``cube.runtime.capture``).
+"""Op replay: a Cube backend op called again with the same argument layouts and values runs
+from a launch capture of its first repeat (``cube.runtime.capture``; the three replay
+mechanisms and how they relate: ``backends/fusion/__init__.py``).
 
 An op's launches depend on its name, its tensors' layouts (dtype, shape, strides, offset,
 which of them share a buffer), its other arguments' values, and the float32 matmul
 precision; with these equal the op would derive the same kernels, grids and info blocks
 again. The first call of a signature runs normally (it may compile or tune), the second
 runs captured, later ones replay: a tiny op then costs a key and its launches, not the
-backend's derivation (what the Fusion layer's replayed drains do for a whole drain).
+backend's derivation (what the Fusion layer's drain replay does for a whole drain).
 
 Views (reshape, permute, expand, slice) launch nothing and are left alone, as are the data
-ops. While a capture is open (a Fusion drain being captured) or tracing is on, ops run
+ops. While a capture is open (a Fusion drain being recorded) or tracing is on, ops run
 normally, so the outer capture and the debug log see every launch.
 """
 
