@@ -1,15 +1,13 @@
-"""Fusers: each looks at a queued op sequence and offers to run a block of it as one kernel.
+"""The Cube backend's fusers: each looks at a queued op sequence and offers to run a block of it
+as one ``@cube`` kernel (the interface: ``backends.fusion.hooks.Fuser``).
 
-The interface the Fusion search uses (``Fusion.search``):
+* ``elementwise``: a chain of elementwise ops, one kernel (``elementwise_kernel``);
+* ``horizontal``: independent elementwise ops side by side, one launch;
+* ``matmul_epilogue``: a matmul and the elementwise ops on its result (``matmul``);
+* ``reduce_prologue``: the elementwise ops feeding a reduction, inside it (``reduce``).
 
-* ``name``: shown by the inspector and in ``fuse`` spans.
-* ``claim(ops, i) -> (stop, score, data) | None``: can this fuser take ``ops[i:stop]`` as one
-  block? ``score`` ranks competing claims at the same position (higher wins; roughly the
-  number of memory round trips saved); ``data`` is whatever ``execute`` needs, prepared once
-  per plan (plans are cached, so it must hold no tensor values, only their relative layout).
-* ``execute(inner, ops, data, env)``: run the block; ``env`` maps tensor id -> inner
-  primitive; it reads its inputs there and writes every output that a later op or a live
-  handle may read.
+The fusers read the Fusion layer's IR (``backends/fusion/ir.py``), the contract between the two
+layers; nothing else of the Fusion layer.
 """
 
 from __future__ import annotations
