@@ -142,18 +142,27 @@ def apply_step(regs, step: Comptime[tuple], scalars):
 
 @function
 def _program(ins, outs, scalars, prog: Comptime[tuple], i, strided: Comptime[bool], rows: Comptime[tuple] = (),
-             w: Comptime[int] = 1):
+             w: Comptime[int] = 1, flat: Comptime[tuple] = ()):
     """Interpret ``prog`` at unit position ``i``: registers are a comptime list of runtime
     values; stores are collected and emitted after every load. ``rows`` (the rows form) gives
     each input's mode: "l" a line along the row at its strided offset, "b" one element
-    broadcast along the row (stride 0 there)."""
+    broadcast along the row (stride 0 there). ``flat`` (the horizontal fuser's segments, flat
+    contiguous views in lines of width ``w``): "l" line ``i`` of the input, "b" its one element
+    broadcast."""
     regs = []
     stores = []
     for step in prog:
         tag = step[0]
         if tag == "in":
             x = ins[step[1]]
-            if rows:
+            if flat:
+                if flat[step[1]] == "l":
+                    regs.append(x[i])
+                elif w == 1:
+                    regs.append(x[0])
+                else:
+                    regs.append(cube.line(x[0], w))
+            elif rows:
                 if rows[step[1]] == "l":
                     regs.append(x[strided_offset(x, i * w) // w])
                 else:

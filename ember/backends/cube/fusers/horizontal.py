@@ -15,7 +15,7 @@ broadcast (a 0-d scale); others (a bias row, a strided view) run as their own or
 kernel (``ElementwiseFuser.execute``), decided at run time from the layouts. A dropped input at
 its last use lends its buffer to an output as in the elementwise fuser, unless another segment
 of the launch also reads that buffer (it may run at the same time). Numerics are those of the
-elementwise fuser: the same programs through the same ``apply_step``.
+elementwise fuser: the same programs through the same interpreter (``elementwise_kernel._program``).
 
 Everything prepared at claim time is relative (segment offsets in the block, the elementwise
 fuser's per-segment data), as plans are replayed on later drains with new tensor ids.
@@ -27,11 +27,11 @@ import math
 from typing import Any
 
 from .... import cube
-from ....cube import CUBE_DIM, CUBE_POS, UNIT_POS, Array, Comptime, Line, Scalar, Sequence, T, function, kernel
+from ....cube import CUBE_DIM, CUBE_POS, UNIT_POS, Array, Comptime, Line, Scalar, Sequence, T, kernel
 from ....cube.launch import CubeCount, CubeDim, lines
 from ...fusion.ir import OperationIr
 from .elementwise import ElementwiseFuser, array_budget, exclusive, fusable, observed, run_stop
-from .elementwise_kernel import apply_step
+from .elementwise_kernel import _program
 
 __all__ = ["HorizontalFuser", "fused_segments", "MAX_SEGMENTS"]
 
@@ -43,32 +43,6 @@ MAX_TOTAL_OPS = 512
 MAX_ARRAYS = 96
 
 _DIM = CubeDim(256)
-
-
-@function
-def _segment(ins, outs, scalars, prog: Comptime[tuple], modes: Comptime[tuple], i, w: Comptime[int]):
-    """Run ``prog`` at line ``i`` of its segment: every load before every store (an output may
-    reuse an input's buffer, as in ``elementwise_kernel``). ``modes[k]``: "l" input k is read in
-    lines, "b" its one element is broadcast."""
-    regs = []
-    stores = []
-    for step in prog:
-        tag = step[0]
-        if tag == "in":
-            x = ins[step[1]]
-            if modes[step[1]] == "b":
-                if w == 1:
-                    regs.append(x[0])
-                else:
-                    regs.append(cube.line(x[0], w))
-            else:
-                regs.append(x[i])
-        elif tag == "out":
-            stores.append((outs[step[1]], regs[step[2]]))
-        else:
-            assert apply_step(regs, step, scalars), f"unknown fused elementwise instruction {step!r}"
-    for o, r in stores:
-        o[i] = r
 
 
 @kernel
@@ -88,7 +62,9 @@ def fused_segments(
         if c >= starts[s] and c < starts[s + 1]:
             i = (c - starts[s]) * CUBE_DIM + UNIT_POS
             if i < outs[seg[1]].len():
-                _segment(ins, outs, scalars, seg[0], modes, i, seg[2])
+                # every load before every store (an output may reuse an input's buffer);
+                # ``modes[k]``: "l" input k is read in lines, "b" its one element is broadcast
+                _program(ins, outs, scalars, seg[0], i, False, (), seg[2], modes)
 
 
 def _shifted(prog: tuple[Any, ...], di: int, ds: int, do: int) -> tuple[Any, ...]:
