@@ -1,4 +1,4 @@
-"""Fused kernels (``ember/backends/fusion/fusers``) vs the same work unfused, in one run.
+"""Fused kernels (``ember/backends/cube/fusers``) vs the same work unfused, in one run.
 
     python bench/bench_fused_kernels.py                 # prints the tables
     python bench/bench_fused_kernels.py --save --tag X  # also writes bench/results/fused_kernels_<date>_X.md
@@ -31,9 +31,9 @@ sys.path.insert(0, str(REPO))
 
 from ember import Device  # noqa: E402
 from ember import dtype as dt  # noqa: E402
+from ember.backends.cube.fusers.elementwise_kernel import run_fused  # noqa: E402
+from ember.backends.cube.fusers.matmul import run_matmul_epilogue  # noqa: E402
 from ember.backends.cube.matmul import BLOCKED_MR, BLOCKED_NL, _blocked  # noqa: E402
-from ember.backends.fusion.fusers.elementwise_kernel import run_fused  # noqa: E402
-from ember.backends.fusion.fusers.matmul import run_matmul_epilogue  # noqa: E402
 
 GELU = (
     ("in", 0),

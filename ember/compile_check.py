@@ -259,8 +259,8 @@ def _sweep(bk: Any, dtypes: Iterable[dt.DType], families: set[str]) -> Iterable[
 def _fusion_sweep(bk: Any, dtypes: Iterable[dt.DType]) -> Iterable[tuple[str, Callable[..., Any], tuple]]:
     """Fused kernels: op chains on the Fusion decorator over the compile-only backend (the
     fusers build their kernels at drain time; ``into_data`` drains)."""
+    from .backends.cube.fusers import default_fusers
     from .backends.fusion import Fusion
-    from .backends.fusion.fusers import default_fusers
 
     fz = Fusion(bk, fusers=default_fusers(bk), stage="DSU-check-0")
     rng = np.random.default_rng(1)

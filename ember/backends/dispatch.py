@@ -67,12 +67,21 @@ def _build(spec: tuple[Any, ...], device: Device) -> Backend:
         from .fusion import Fusion
 
         return Fusion(_build(spec[1], device), stage=f"DSU-{spec[1][0]}-0")
-    if kind == "cube":
+    if kind == "cube":  # ("cube", runtime, args, fusion)
         try:
             from . import cube
         except ImportError as e:  # the runtime's package is not part of this build
             raise unavailable(device, f"the cube backend cannot be imported ({e})") from e
-        return cube.build_backend(spec, device)
+        _, runtime, args, fusion = spec
+        backend = cube.build_backend(runtime, args, device)
+        if not fusion:
+            return backend
+        from .fusion import Fusion
+
+        # the generic Fusion layer over the Cube backend, with the Cube fusers and drain capturer
+        client = backend.client
+        return Fusion(backend, fusers=cube.default_fusers(backend), capturer=cube.drain_capturer(backend),
+                      stage=f"DSU-{client.runtime}-{client.index}")
     raise unavailable(device, f"unknown device kind {kind!r}")
 
 

@@ -180,7 +180,8 @@ register(
     Op("roll", "shape", front=roll, compose=_roll_compose, flex=lambda p, shifts, dims: np.roll(p, shifts, dims),
        grad=Rule("", _roll_grad)),
     # diagonal(p, offset, dim1, dim2): dim1 != dim2, both non-negative; result: the diagonal last
-    Op("diagonal", "shape", front=diagonal, compose=_diagonal_compose, flex=_diagonal_flex,
+    # not replayed: its decomposition uploads the index (host work a launch capture does not see)
+    Op("diagonal", "shape", front=diagonal, compose=_diagonal_compose, flex=_diagonal_flex, replay=False,
        grad=Rule("", _diagonal_grad)),
 )
 

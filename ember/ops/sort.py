@@ -44,7 +44,9 @@ def _argsort(p: np.ndarray, dim: int, descending: bool, stable: bool) -> np.ndar
 
 register(
     # argsort(p, dim, descending, stable): dim non-negative, p at least 1-d; no gradient (indices)
-    Op("argsort", "sort", _argsort_out, flex=_argsort),
+    # not replayed: the C runtime sorts its host-memory buffers with numpy (host work a launch
+    # capture does not see)
+    Op("argsort", "sort", _argsort_out, flex=_argsort, replay=False),
 )
 
 __all__: list[str] = []

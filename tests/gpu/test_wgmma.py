@@ -185,7 +185,7 @@ def test_gelu_of_matmul_plus_bias_through_the_fuser(hopper, rng, name):
     tuner picks; the wgmma bias + GELU candidate itself is right when called directly (the tuner
     may prefer another), and falls back for a residual it cannot take."""
     from ember import Device
-    from ember.backends.fusion.fusers import matmul_epilogue as me
+    from ember.backends.cube.fusers import matmul_epilogue as me
 
     d = ember.dtype.as_dtype(name)
     m, k, n = 520, 264, 776

@@ -417,7 +417,7 @@ def test_the_fused_reduction_relaunches_each_layout_with_its_own_geometry():
     dtype, strides (transposed, broadcast), offset (sliced) and aliasing, each twice so the
     second call takes the cached launch: every result must match numpy, no NaN left."""
     import ember
-    from ember.backends.fusion.fusers import reduce as fr
+    from ember.backends.cube.fusers import reduce as fr
 
     d = ember.Device.cpu(fusion=True)
     rng = np.random.default_rng()
@@ -456,7 +456,7 @@ def test_the_fused_reduction_relaunches_each_layout_with_its_own_geometry():
 def test_layout_keys_tell_layouts_apart():
     import types as _t
 
-    from ember.backends.fusion.fusers.reduce import _layout_key
+    from ember.backends.cube.fusers.reduce import _layout_key
 
     buf1, buf2 = object(), object()
 

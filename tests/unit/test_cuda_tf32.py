@@ -152,7 +152,7 @@ def test_key_separates_tf32_from_ieee_and_keeps_field_order(fake):
     cpu = SimpleNamespace(client=SimpleNamespace(runtime="cpu", name="cpu"))
     assert mm.matmul_key(lvl, cpu, a, b, None)[-2] == "-"
     # the fused matmul-epilogue tuner extends the same key
-    from ember.backends.fusion.fusers import matmul_epilogue as fe
+    from ember.backends.cube.fusers import matmul_epilogue as fe
 
     job = SimpleNamespace(digest="abc")
     key = fe._key(lvl, backend, a, b, job)

@@ -120,7 +120,7 @@ def test_matmul_bias_gelu_is_one_block(rng: np.random.Generator, dtype: type) ->
 
 def _epilogue_jobs(monkeypatch: pytest.MonkeyPatch) -> list:
     """The epilogue jobs the tuner's candidates see (every drained matmul-epilogue block)."""
-    from ember.backends.fusion.fusers import matmul_epilogue as me
+    from ember.backends.cube.fusers import matmul_epilogue as me
 
     jobs: list = []
     for c in me.EPILOGUE_TUNABLES.candidates:
@@ -134,7 +134,7 @@ def test_the_tensor_core_candidate_recognises_bias_gelu_only(rng: np.random.Gene
     """The CUDA wgmma bias + GELU candidate is offered for exactly ``gelu(a @ w + bias)`` (either
     operand order); other epilogues (another activation, a scale after, a full residual) are
     not recognised. On the CPU its validity check refuses the runtime."""
-    from ember.backends.fusion.fusers import matmul_epilogue as me
+    from ember.backends.cube.fusers import matmul_epilogue as me
 
     jobs = _epilogue_jobs(monkeypatch)
     a = rng.standard_normal((24, 16)).astype(np.float32)
@@ -226,7 +226,7 @@ def test_a_few_long_rows_are_split_into_chunks(rng: np.random.Generator) -> None
     """The fused reduction runs a unit or a cube per row: a large 1-d sum is split into chunks
     (fused) whose partials the unfused reduction combines, so the prologue's result is never
     written."""
-    from ember.backends.fusion.fusers.reduce_prologue import _split
+    from ember.backends.cube.fusers.reduce_prologue import _split
 
     a = rng.standard_normal(1 << 18).astype(np.float32)
     x = _t(a)

@@ -16,7 +16,7 @@ import pytest
 
 from ember import Device, cube
 from ember import dtype as dt
-from ember.backends.fusion.fusers.elementwise_kernel import check_program, run_fused
+from ember.backends.cube.fusers.elementwise_kernel import check_program, run_fused
 
 DEV = Device.cpu(fusion=False)
 
@@ -474,8 +474,8 @@ def test_program_errors():
 
 # --------------------------------------------------------------------------- matmul epilogue
 
+from ember.backends.cube.fusers.matmul import run_matmul_epilogue  # noqa: E402
 from ember.backends.cube.matmul import BLOCKED_MR, BLOCKED_NL, NAIVE_MAX_WORK, _blocked  # noqa: E402
-from ember.backends.fusion.fusers.matmul import run_matmul_epilogue  # noqa: E402
 
 BIAS_RELU = (("acc",), ("in", 0), ("binary", "add", 0, 1), ("unary", "relu", 2), ("out", 0, 3))
 
@@ -565,7 +565,7 @@ def test_matmul_epilogue_errors():
 
 # --------------------------------------------------------------------------- reduction prologue
 
-from ember.backends.fusion.fusers.reduce import run_fused_reduce  # noqa: E402
+from ember.backends.cube.fusers.reduce import run_fused_reduce  # noqa: E402
 
 _NP_REDUCE = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
 

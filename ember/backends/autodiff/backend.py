@@ -83,7 +83,7 @@ class Autodiff(Backend):
         self.name = f"autodiff<{inner.name}>"
         self.eager = inner.eager
         #: the inner backend's op methods, bound once
-        # the inner backend's replaying wrappers where it offers them (``cube.replayed_ops``);
+        # the inner backend's replaying wrappers where it offers them (``cube.op_replay``);
         # backward rules call the inner backend's own methods
         replayed = getattr(inner, "replayed", None) or {}
         self._fns: dict[str, Callable[..., Any]] = {op: replayed.get(op) or getattr(inner, op) for op in CATALOG}

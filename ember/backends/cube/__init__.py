@@ -1,9 +1,16 @@
-"""The Cube backend: the op catalog as ``@cube`` kernels on a cube runtime.
+"""The Cube backend: the op catalog as ``@cube`` kernels on a cube runtime, with what the Fusion
+layer needs to fuse and replay its work.
 
-``build_backend(("cube", runtime, args, fusion), device)`` is called by Dispatch when a
-device's stack is built. Only the ``cpu`` runtime exists in this build; any other raises
-``DeviceUnavailableError`` on the calling thread, as does a machine without a working C
-compiler (checked once, when the stack is built).
+The package offers three things; Dispatch's build (``backends.dispatch._build``) composes
+them into a device's stack:
+
+* ``build_backend(runtime, args, device)``: the Cube backend on the runtime's client. Only the
+  ``cpu`` runtime exists in this build; any other raises ``DeviceUnavailableError`` on the
+  calling thread, as does a machine without a working C compiler (checked once, when the stack
+  is built).
+* ``default_fusers(backend)``: the fusers (``fusers/``) that run blocks of a drain as one kernel.
+* ``drain_capturer(backend)``: the hook that lets the Fusion layer replay repeated drains over
+  the runtime's launch capture (``drain_capturer.py``), or None where they do not replay.
 """
 
 from __future__ import annotations
@@ -12,22 +19,15 @@ from typing import Any
 
 from ...device import Device, unavailable
 from .backend import CubeBackend, CubeTensor
+from .drain_capturer import drain_capturer
+from .fusers import default_fusers
 
-__all__ = ["build_backend", "CubeBackend", "CubeTensor"]
+__all__ = ["build_backend", "default_fusers", "drain_capturer", "CubeBackend", "CubeTensor"]
 
 
-def build_backend(spec: tuple[Any, ...], device: Device) -> Any:
-    """The backend a ``("cube", runtime, args, fusion)`` spec names: the Cube backend on the
-    runtime's client, behind the Fusion decorator unless fusion is off."""
-    _, runtime, args, fusion = spec
-    cube = CubeBackend(_client(runtime, args, device))
-    if not fusion:
-        return cube
-    from ..fusion import Fusion
-    from ..fusion.fusers import default_fusers
-
-    client = cube.client
-    return Fusion(cube, fusers=default_fusers(cube), stage=f"DSU-{client.runtime}-{client.index}")
+def build_backend(runtime: str, args: tuple[Any, ...], device: Device) -> CubeBackend:
+    """The Cube backend on the client of ``runtime`` (``args``: the runtime's device arguments)."""
+    return CubeBackend(_client(runtime, args, device))
 
 
 def _client(runtime: str, args: tuple[Any, ...], device: Device) -> Any:

@@ -45,14 +45,14 @@ class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, IndexOps, Backe
     def __init__(self, client: Any) -> None:
         self.client = client
         self.name = f"cube<{client.name}>"
-        #: op -> a wrapper replaying repeated calls (``replayed_ops``), for the layers above
+        #: op -> a wrapper replaying repeated calls (``op_replay``), for the layers above
         #: to bind in place of the method (empty: no replays on this runtime or turned off)
         self.replayed: dict[str, Any] = {}
         if getattr(client, "replayable", False):
             from ...environment import config
 
             if config.get("cube.replay"):
-                from .replayed_ops import wrappers
+                from .op_replay import wrappers
 
                 self.replayed = wrappers(self)
 

@@ -22,6 +22,7 @@ from typing import Any
 from ... import dtype as dt
 from ... import tracing
 from ..base import Backend
+from .hooks import DrainCapturer, Fuser
 from .ir import OperationIr, TensorIr
 from .shapes import RULES
 from .signature import REF_PARTS, const_part, ref_part, sig_part
@@ -42,8 +43,8 @@ _VIEWS = frozenset({"permute", "expand", "slice", "reshape"})
 
 def _is_view(op: str, value: Any, args: tuple[Any, ...]) -> bool:
     """Whether ``op`` on a realised inner ``value`` makes a view, not a copy: permute and expand
-    always do; a slice with positive steps; a reshape of a C-contiguous value (a cube tensor's
-    ``is_contiguous()``, a numpy array's flags)."""
+    always do; a slice with positive steps; a reshape of a C-contiguous value (one that says
+    so through ``is_contiguous()``, or a numpy array's flags)."""
     if op == "slice":
         return all(s.step is None or s.step > 0 for s in args[1])
     if op == "reshape":
@@ -86,25 +87,30 @@ class FusionTensor:
 
 
 class Fusion(Backend):
+    """The lazy decorator over ``inner``: ``fusers`` (``hooks.Fuser``) take blocks of each
+    drain; ``capturer`` (``hooks.DrainCapturer``), when given, lets repeated drains replay
+    (``drain_replay``); ``stage`` names the layer in spans; ``queue_limit`` drains a stream
+    that long (default: the ``fusion.queue_limit`` setting)."""
+
     eager = False
 
-    def __init__(self, inner: Backend, fusers: Sequence[Any] = (), stage: str = "DSU-0-0",
-                 queue_limit: int | None = None) -> None:
+    def __init__(self, inner: Backend, fusers: Sequence[Fuser] = (), capturer: DrainCapturer | None = None,
+                 stage: str = "DSU-0-0", queue_limit: int | None = None) -> None:
         self.inner = inner
         self.name = f"fusion<{inner.name}>"
         self.fusers = list(fusers)
+        self.capturer = capturer
         self.stage = stage
         from ...environment import config
 
         if queue_limit is None:
             queue_limit = int(config.get("fusion.queue_limit"))
         self.queue_limit = queue_limit
-        #: drains of a plan run from a capture from the third on (``replay``)
-        self.replayable = bool(getattr(getattr(inner, "client", None), "replayable", False)) and bool(
-            config.get("cube.replay"))
+        #: drains of a plan run from a replay from the third on (``drain_replay``)
+        self.replayable = capturer is not None
         #: relative op sequence -> plan (searched once per distinct sequence)
         self.plans: dict[Any, Plan] = {}
-        #: (stream signature, dead handles) -> (DrainReplay, relative index of each result)
+        #: (stream signature, dead handles) -> (drain replay, relative index of each result)
         self.fast_replays: dict[Any, Any] = {}
         self.stats = FusionStats()
         #: inspectors listening to drains (``inspect.inspect_fusion``)

@@ -13,8 +13,9 @@ With the set of tensors whose handles are dead at the drain, the signature deter
 values, input layouts) would: a drain whose signature and dead set were seen before replays
 its capture without computing either (``stream.Stream.drain``), and one whose floats alone
 differ runs the parametric replay of its layout with the new floats patched in. Anything the
-signature cannot encode (an argument of another kind, an input that is not a cube tensor) sets
-``stream.sig`` to None: that drain takes the ordinary path.
+signature cannot encode (an argument of another kind, a realised input that is not of the
+drain capturer's ``tensor_type``) sets ``stream.sig`` to None: that drain takes the ordinary
+path.
 """
 
 from __future__ import annotations
@@ -29,18 +30,15 @@ __all__ = ["REF_PARTS", "const_part", "ref_part", "sig_part", "tensor_part"]
 REF_PARTS = [("t", r) for r in range(1024)]
 #: the part of a non-zero float (its value: ``stream.fvals``)
 _FLOAT_PART = ("f",)
-#: backend.FusionTensor and cube's CubeTensor, set on first use (backend imports this module;
-#: the cube package stays unimported until a cube device is used)
+#: backend.FusionTensor, set on first use (backend imports this module)
 _tensor_type: Any = None
-_cube_tensor: Any = None
 
 
 def _fusion_tensor() -> Any:
-    global _tensor_type, _cube_tensor
-    from ...cube.runtime.tensor import CubeTensor
+    global _tensor_type
     from .backend import FusionTensor
 
-    _tensor_type, _cube_tensor = FusionTensor, CubeTensor
+    _tensor_type = FusionTensor
     return FusionTensor
 
 
@@ -109,10 +107,9 @@ def tensor_part(a: Any, stream: Any, sig: list[Any]) -> None:
 
 def const_part(tid: int, v: Any, stream: Any, sig: list[Any]) -> None:
     """The first appearance of realised tensor ``tid`` in the queue (its value ``v``): its
-    layout, and the first realised input sharing its buffer; it gets the next relative index."""
-    if _cube_tensor is None:
-        _fusion_tensor()
-    if type(v) is not _cube_tensor:
+    layout, and the first realised input sharing its buffer; it gets the next relative index.
+    Only a value of the drain capturer's ``tensor_type`` has a layout here."""
+    if type(v) is not stream.tensor_type:
         stream.sig = None
         return
     r = stream.rel[tid] = len(stream.order)

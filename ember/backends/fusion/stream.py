@@ -20,26 +20,25 @@ from typing import Any
 
 from ... import tracing
 from ...precision import _precision
-from .indices import INDEX_OPS, check_inputs, checked_args
-from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
-from .replay import (
+from .drain_replay import (
     NEVER,
     PER_PLAN,
     SEEN,
     DrainReplay,
-    ParamReplay,
+    ParamDrainReplay,
     PendingParam,
-    capture_drain,
     param_key,
     param_replay,
     replay_key,
 )
+from .indices import INDEX_OPS, check_inputs, checked_args
+from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
 
 __all__ = ["Stream", "Plan", "Block", "FusionStats"]
 
 #: plans kept per Fusion backend (ints in the key, such as a loop's ``x + i``, make new ones)
 _PLANS_MAX = 4096
-#: fast replays kept per Fusion backend (signature + dead handles -> capture)
+#: fast replays kept per Fusion backend (signature + dead handles -> drain replay)
 _FAST_MAX = 4096
 _FLOAT_TYPE = float
 
@@ -67,8 +66,8 @@ class Plan:
         self.blocks = blocks
         #: indices of the ops the blocks index (None: all; the others are dead)
         self.keep: tuple[int, ...] | None = None
-        #: replay key -> SEEN / NEVER / DrainReplay (``replay``); None: the inner backend
-        #: cannot replay
+        #: replay key -> SEEN / NEVER / DrainReplay / the parametric states (``drain_replay``);
+        #: None: the inner backend has no drain capturer
         self.replays: dict[Any, Any] | None = None
 
 
@@ -79,7 +78,7 @@ class FusionStats:
 
     def __init__(self) -> None:
         self.drains = 0
-        #: drains run from a capture (``replay``)
+        #: drains run from a replay (``drain_replay``)
         self.replays = 0
         self.searches = 0
         self.plan_hits = 0
@@ -112,6 +111,9 @@ class Stream:
         self.lock = threading.RLock()
         #: the queue's signature (``signature``; None: not kept, or not encodable)
         self.sig: list[Any] | None = [] if owner.replayable else None
+        #: the primitive type a drain replay takes as input (``DrainCapturer.tensor_type``;
+        #: None: no replays): realised inputs of another type leave the signature out
+        self.tensor_type = None if owner.capturer is None else owner.capturer.tensor_type
         #: the values the signature blanks (``signature.sig_part``): ``relative_key``'s values
         self.fvals: list[Any] = []
         #: tensor id -> relative index (order of first appearance), and the reverse
@@ -175,11 +177,11 @@ class Stream:
             stats.drains += 1
             stats.plan_hits += 1
             rep.count(stats)
-            outs = rep.replay.run(owner.inner.client, inputs)
+            outs = rep.run(inputs)
         except BaseException as e:
             _deliver(handles, consts, e)
             raise
-        # the replay returns every result a live handle wants (its capture kept exactly those)
+        # the replay returns every result a live handle wants (its record kept exactly those)
         for r, v in zip(out_rels, outs):
             ref = handles[order[r]]
             h = ref()
@@ -189,7 +191,7 @@ class Stream:
 
     def _replay_fast_param(self, fast: tuple[Any, tuple[int, ...]], fvals: list[Any], consts: dict[int, Any],
                            handles: dict[int, Any], order: list[int]) -> bool:
-        """Run a drain from the parametric replay of its layout (``replay.ParamReplay``) with its
+        """Run a drain from the parametric replay of its layout (``ParamDrainReplay``) with its
         floats patched in, as ``_param_replay`` would after computing the keys (False: the
         floats or the index checks want the ordinary path)."""
         pe, out_rels = fast
@@ -204,7 +206,7 @@ class Stream:
             with pe.lock:
                 if not pe.patch(fvals):
                     return False
-                outs = rep.replay.run(owner.inner.client, inputs)
+                outs = rep.run(inputs)
         except BaseException as e:
             _deliver(handles, consts, e)
             raise
@@ -256,7 +258,7 @@ class Stream:
                     fast = self.owner.fast_replays
                     if len(fast) >= _FAST_MAX:
                         fast.clear()
-                    if type(rep) is ParamReplay:  # ran from the parametric replay of its layout
+                    if type(rep) is ParamDrainReplay:  # ran from the parametric replay of its layout
                         fast[pfkey] = (rep, tuple(rel[ops[i].outputs[j].id] for i, j in rep.rep.outputs))
                     else:
                         fast[fkey] = (rep, tuple(rel[ops[i].outputs[j].id] for i, j in rep.outputs))
@@ -294,9 +296,11 @@ class Stream:
                                        " ".join(names))
         return plan
 
-    def _execute(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any]) -> list[tuple[str, list[str]]]:
+    def _execute(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any],
+                 rec: Any = None) -> list[tuple[str, list[str]]]:
         """Run the plan block by block; returns the blocks run (also the stats' ``last_blocks``:
-        this drain's own list, which a drain on another thread may replace meanwhile)."""
+        this drain's own list, which a drain on another thread may replace meanwhile). ``rec``:
+        the recording the drain runs under (``hooks.Recording``), for the index checks."""
         inner = self.owner.inner
         stats = self.owner.stats
         stats.last_blocks = ran = []
@@ -308,17 +312,18 @@ class Stream:
         failure: list[Exception] = []
         missing: set[int] = set()  # ids of results of failed or skipped ops
         for block in plan.blocks:
-            self._run_block(block, ops[block.start:block.stop], inner, env, stats, ran, failure, missing)
+            self._run_block(block, ops[block.start:block.stop], inner, env, stats, ran, failure, missing, rec)
         if failure:
             raise failure[0]
         return ran
 
     def _execute_or_replay(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any], values: list[Any],
-                           replays: dict[Any, Any]) -> DrainReplay | ParamReplay | None:
-        """Run the plan: from its capture where this layout has one (``replay``), else
-        normally, captured on the layout's second drain. Returns the capture it ran from or
+                           replays: dict[Any, Any]) -> DrainReplay | ParamDrainReplay | None:
+        """Run the plan: from its replay where this layout has one (``drain_replay``), else
+        normally, recorded on the layout's second drain. Returns the replay it ran from or
         made, or the parametric replay it ran from (None: none)."""
-        rkey = replay_key(values, env)
+        capturer = self.owner.capturer
+        rkey = replay_key(values, env, capturer.tensor_type)
         if rkey is None:
             self._execute(plan, ops, env)
             return None
@@ -332,16 +337,17 @@ class Stream:
             if rep.checks and not check_inputs(self.owner.inner, rep.checks, inputs):
                 self._execute(plan, ops, env)
                 return None
-            outs = rep.replay.run(self.owner.inner.client, inputs)
+            outs = rep.run(inputs)
             for (i, j), v in zip(rep.outputs, outs):
                 env[ops[i].outputs[j].id] = v
             rep.count(self.owner.stats)
             return rep
-        pkey = param_key(values, env) if rep is None and _FLOAT_TYPE in map(type, values) else None
+        floats = rep is None and _FLOAT_TYPE in map(type, values)
+        pkey = param_key(values, env, capturer.tensor_type) if floats else None
         if pkey is not None:
             done = self._param_replay(plan, ops, env, values, replays, pkey)
             if done:
-                return done if type(done) is ParamReplay else None
+                return done if type(done) is ParamDrainReplay else None
         if rep is None:
             if len(replays) >= PER_PLAN:
                 replays.clear()
@@ -351,9 +357,9 @@ class Stream:
         if rep is NEVER:
             self._execute(plan, ops, env)
             return None
-        cap = capture_drain(env)
+        cap = capturer.capture(list(env.values()))
         with cap:
-            ran = self._execute(plan, ops, env)
+            ran = self._execute(plan, ops, env, cap)
         where = tuple((i, j) for i, o in enumerate(ops) for j, live in enumerate(o.live) if live)
         r = cap.replay([env[ops[i].outputs[j].id] for i, j in where])
         from ...environment import log
@@ -367,19 +373,19 @@ class Stream:
         if r is None:
             replays[rkey] = NEVER
             return None
-        rep = replays[rkey] = DrainReplay(r, where, ran, tuple(cap.checks))
+        rep = replays[rkey] = DrainReplay(r, capturer.bind(r), where, ran, tuple(cap.checks))
         return rep
 
     def _param_replay(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any], values: list[Any],
-                      replays: dict[Any, Any], pkey: Any) -> bool | ParamReplay:
+                      replays: dict[Any, Any], pkey: Any) -> bool | ParamDrainReplay:
         """A drain whose exact layout and values are new: run it from the parametric replay of
-        its layout (``replay.ParamReplay``: returned), or capture it towards one (True). False:
+        its layout (``ParamDrainReplay``: returned), or record it towards one (True). False:
         it did not run here."""
         try:
             pe = replays.get(pkey)
         except TypeError:  # an unhashable value among the arguments
             return False
-        if type(pe) is ParamReplay:
+        if type(pe) is ParamDrainReplay:
             if not pe.matches(values):
                 return False
             rep = pe.rep
@@ -389,7 +395,7 @@ class Stream:
             with pe.lock:
                 if not pe.patch(values):
                     return False
-                outs = rep.replay.run(self.owner.inner.client, inputs)
+                outs = rep.run(inputs)
             for (i, j), v in zip(rep.outputs, outs):
                 env[ops[i].outputs[j].id] = v
             rep.count(self.owner.stats)
@@ -401,10 +407,11 @@ class Stream:
                 replays.clear()
             replays[pkey] = SEEN
             return False
-        # the second and third: captured, and compared
-        cap = capture_drain(env)
+        # the second and third: recorded, and compared
+        capturer = self.owner.capturer
+        cap = capturer.capture(list(env.values()))
         with cap:
-            ran = self._execute(plan, ops, env)
+            ran = self._execute(plan, ops, env, cap)
         if cap.failed:
             replays[pkey] = NEVER
             return True
@@ -413,21 +420,21 @@ class Stream:
             return True
         where = tuple((i, j) for i, o in enumerate(ops) for j, live in enumerate(o.live) if live)
         r = cap.replay([env[ops[i].outputs[j].id] for i, j in where])
-        pr = None if r is None else param_replay(pe, list(cap.steps), values,
-                                                   DrainReplay(r, where, ran, tuple(cap.checks)))
+        pr = None if r is None else param_replay(capturer, pe, list(cap.steps), values,
+                                                   DrainReplay(r, capturer.bind(r), where, ran, tuple(cap.checks)))
         replays[pkey] = NEVER if pr is None else pr
         from ...environment import log
 
         if log.enabled("fusion"):
             names = ",".join(o.op for o in ops)
             log.logger("fusion").debug("drain [%s] %s", names, "not parametric" if pr is None else
-                                       f"captured with {len(pr.patches)} float slots")
+                                       f"recorded with {len(pr.slots.filled)} float slots")
         return True
 
     @staticmethod
     def _run_block(block: Block, block_ops: list[OperationIr], inner: Any, env: dict[int, Any],
                    stats: FusionStats, ran: list[tuple[str, list[str]]], failure: list[Exception],
-                   missing: set[int]) -> None:
+                   missing: set[int], rec: Any = None) -> None:
         """Run one block; an op whose inputs include a ``missing`` result is skipped (a fused
         block that reads one runs op by op), an op or fused block that raises joins ``missing``
         and its exception ``failure``."""
@@ -468,7 +475,7 @@ class Stream:
                 try:
                     args = tuple(_map_args(a, env) for a in o.args)
                     if o.op in INDEX_OPS:
-                        args = checked_args(inner, o.op, args)
+                        args = checked_args(inner, o.op, args, rec)
                     env[o.outputs[0].id] = getattr(inner, o.op)(*args)
                 except Exception as e:
                     failed([o], e)

@@ -100,7 +100,7 @@ class _Plan:
         self.check_lines = any(w > 1 for w in widths)
         self.info_type = ctypes.c_uint64 * max(self.n_info, 1)
         #: the server's replays read the captured info block at each launch, so a parametric
-        #: replay may rewrite it in place (``backends/fusion/replay.py``; the CPU server)
+        #: replay may rewrite it in place (``backends/cube/drain_capturer.py``; the CPU server)
         self.rereads_info = bool(getattr(server, "replays_reread_info", False))
 
     def run(self, count: CubeCount, args: tuple[Any, ...], tensors: list[CubeTensor]) -> None:

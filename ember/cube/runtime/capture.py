@@ -19,8 +19,10 @@ only (a tuned candidate does), and what it allocates stays its own.
 same inputs layout for layout and the same scalar values (it keys replays on them), so the
 packed info blocks and grids are those of the capture. Buffers are reserved just before
 their first step and dropped after their last, as the captured code did, so memory stays
-at the captured peak. The Fusion layer replays small drains with it (``fusion.replay``):
-a tiny op's round trip then costs one key lookup and the launches, not the planning.
+at the captured peak. Two mechanisms above are built on it, the Fusion layer's drain replay
+(through ``backends/cube/drain_capturer.py``) and the Cube backend's op replay
+(``backends/cube/op_replay.py``): a tiny op's round trip then costs one key lookup and the
+launches, not the planning. How the three relate: ``ember/backends/fusion/__init__.py``.
 """
 
 from __future__ import annotations

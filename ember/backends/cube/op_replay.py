@@ -1,15 +1,16 @@
-"""Replayed eager ops: a Cube backend op called again with the same argument layouts and
-values runs from a capture of its launches (``cube.runtime.capture``).
+"""Op replay: a Cube backend op called again with the same argument layouts and values runs
+from a launch capture of its first repeat (``cube.runtime.capture``; the three replay
+mechanisms and how they relate: ``backends/fusion/__init__.py``).
 
 An op's launches depend on its name, its tensors' layouts (dtype, shape, strides, offset,
 which of them share a buffer), its other arguments' values, and the float32 matmul
 precision; with these equal the op would derive the same kernels, grids and info blocks
 again. The first call of a signature runs normally (it may compile or tune), the second
 runs captured, later ones replay: a tiny op then costs a key and its launches, not the
-backend's derivation (what the Fusion layer's replayed drains do for a whole drain).
+backend's derivation (what the Fusion layer's drain replay does for a whole drain).
 
 Views (reshape, permute, expand, slice) launch nothing and are left alone, as are the data
-ops. While a capture is open (a Fusion drain being captured) or tracing is on, ops run
+ops. While a capture is open (a Fusion drain being recorded) or tracing is on, ops run
 normally, so the outer capture and the debug log see every launch.
 """
 
@@ -23,23 +24,14 @@ from ... import precision, tracing
 from ...cube.runtime import capture
 from ...cube.runtime.capture import Capture, Replay
 from ...cube.runtime.tensor import CubeTensor
+from ...ops import names
 
 __all__ = ["wrappers", "REPLAYED"]
 
-#: catalog ops that launch kernels and return new tensors
-REPLAYED = frozenset({
-    "abs", "add", "add_scalar", "all", "any", "argmax", "argmin", "atan2", "cast", "cat", "ceil", "clamp",
-    "contiguous", "copy", "cos", "cumsum", "div", "div_scalar", "eq", "eq_scalar", "erf", "exp", "expm1", "flip",
-    "floor", "floor_div", "floor_div_scalar", "full", "gather", "ge", "ge_scalar", "gelu", "gelu_tanh", "gt",
-    "gt_scalar", "index", "index_put", "index_select", "isfinite", "isinf", "isnan", "le", "le_scalar", "log",
-    "log1p", "log_softmax", "logical_and", "logical_not", "logical_or", "logical_xor", "logsumexp", "lt",
-    "lt_scalar", "masked_fill", "matmul", "max", "maximum", "maximum_scalar", "mean", "min", "minimum",
-    "minimum_scalar", "mul", "mul_scalar", "ne", "ne_scalar", "neg", "pad", "pow", "pow_scalar", "prod",
-    "rdiv_scalar", "reciprocal", "relu", "remainder", "remainder_scalar", "replace_value", "rfloor_div_scalar",
-    "round", "rpow_scalar", "rremainder_scalar", "rsqrt", "rsub_scalar", "scatter", "scatter_add", "sigmoid",
-    "sign", "silu", "sin", "slice_assign", "softmax", "sqrt", "square", "sub", "sub_scalar", "sum", "tan", "tanh",
-    "tril", "triu", "trunc", "var", "where",
-})
+#: catalog ops that launch kernels and return new tensors: the registry's entries flagged
+#: ``replay`` (an op whose result depends on host work besides its launches is not) and the data
+#: ops ``full`` and ``replace_value``
+REPLAYED = frozenset(names(where=lambda op: op.replay)) | {"full", "replace_value"}
 #: signatures kept per op (a workload of ever new shapes starts afresh)
 PER_OP = 256
 _SEEN = "seen"

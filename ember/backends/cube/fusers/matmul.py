@@ -43,8 +43,8 @@ from ....cube import (
 )
 from ....cube.launch import CubeCount, CubeDim, lines
 from ....cube.runtime.tensor import CubeTensor
-from ...cube.matmul import BLOCKED_MR, BLOCKED_NL, NAIVE_MAX_WORK, _pack, blocked_line_width
-from ...cube.matmul_kernels import _mac
+from ..matmul import BLOCKED_MR, BLOCKED_NL, NAIVE_MAX_WORK, _pack, blocked_line_width
+from ..matmul_kernels import _mac
 from .elementwise_kernel import apply_step, rounded, run_fused
 
 __all__ = ["matmul_epilogue", "run_matmul_epilogue"]

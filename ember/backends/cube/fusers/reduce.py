@@ -42,8 +42,8 @@ from ....cube import (
 )
 from ....cube.launch import CubeCount, CubeDim, lines
 from ....cube.runtime.tensor import CubeTensor
-from ...cube.reduce import _identity
-from ...cube.reduce_kernels import Acc, combine, fold_cube, fold_line
+from ..reduce import _identity
+from ..reduce_kernels import Acc, combine, fold_cube, fold_line
 from .elementwise_kernel import apply_step
 from .matmul import _expanded
 

@@ -1,4 +1,4 @@
-"""Replayed drains (``fusion.replay`` over ``cube.runtime.capture``): from the third drain of a
+"""Drain replay (``fusion.drain_replay`` over the Cube drain capturer): from the third drain of a
 plan with one input layout and one set of scalar values, the launches run from a capture.
 Every check compares against float64 numpy on fresh data per drain, so a replay that kept
 stale buffers, stale scalars or a wrong layout fails. Runs on the CPU device, and on CUDA
@@ -12,7 +12,7 @@ from replay_helpers import devices, fusion_of, rand, replaying
 
 import ember
 from ember import Device
-from ember.backends.fusion.replay import NEVER, DrainReplay
+from ember.backends.fusion.drain_replay import NEVER, DrainReplay
 
 
 @pytest.fixture(params=devices())

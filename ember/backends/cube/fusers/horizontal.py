@@ -15,7 +15,7 @@ broadcast (a 0-d scale); others (a bias row, a strided view) run as their own or
 kernel (``ElementwiseFuser.execute``), decided at run time from the layouts. A dropped input at
 its last use lends its buffer to an output as in the elementwise fuser, unless another segment
 of the launch also reads that buffer (it may run at the same time). Numerics are those of the
-elementwise fuser: the same programs through the same ``apply_step``.
+elementwise fuser: the same programs through the same interpreter (``elementwise_kernel._program``).
 
 Everything prepared at claim time is relative (segment offsets in the block, the elementwise
 fuser's per-segment data), as plans are replayed on later drains with new tensor ids.
@@ -27,11 +27,11 @@ import math
 from typing import Any
 
 from .... import cube
-from ....cube import CUBE_DIM, CUBE_POS, UNIT_POS, Array, Comptime, Line, Scalar, Sequence, T, function, kernel
+from ....cube import CUBE_DIM, CUBE_POS, UNIT_POS, Array, Comptime, Line, Scalar, Sequence, T, kernel
 from ....cube.launch import CubeCount, CubeDim, lines
-from ..ir import OperationIr
-from .elementwise import MAX_INPUTS, MAX_OPS, ElementwiseFuser, array_budget, exclusive, fusable, observed
-from .elementwise_kernel import apply_step
+from ...fusion.ir import OperationIr
+from .elementwise import ElementwiseFuser, array_budget, exclusive, fusable, observed, run_stop
+from .elementwise_kernel import _program
 
 __all__ = ["HorizontalFuser", "fused_segments", "MAX_SEGMENTS"]
 
@@ -43,32 +43,6 @@ MAX_TOTAL_OPS = 512
 MAX_ARRAYS = 96
 
 _DIM = CubeDim(256)
-
-
-@function
-def _segment(ins, outs, scalars, prog: Comptime[tuple], modes: Comptime[tuple], i, w: Comptime[int]):
-    """Run ``prog`` at line ``i`` of its segment: every load before every store (an output may
-    reuse an input's buffer, as in ``elementwise_kernel``). ``modes[k]``: "l" input k is read in
-    lines, "b" its one element is broadcast."""
-    regs = []
-    stores = []
-    for step in prog:
-        tag = step[0]
-        if tag == "in":
-            x = ins[step[1]]
-            if modes[step[1]] == "b":
-                if w == 1:
-                    regs.append(x[0])
-                else:
-                    regs.append(cube.line(x[0], w))
-            else:
-                regs.append(x[i])
-        elif tag == "out":
-            stores.append((outs[step[1]], regs[step[2]]))
-        else:
-            assert apply_step(regs, step, scalars), f"unknown fused elementwise instruction {step!r}"
-    for o, r in stores:
-        o[i] = r
 
 
 @kernel
@@ -88,7 +62,9 @@ def fused_segments(
         if c >= starts[s] and c < starts[s + 1]:
             i = (c - starts[s]) * CUBE_DIM + UNIT_POS
             if i < outs[seg[1]].len():
-                _segment(ins, outs, scalars, seg[0], modes, i, seg[2])
+                # every load before every store (an output may reuse an input's buffer);
+                # ``modes[k]``: "l" input k is read in lines, "b" its one element is broadcast
+                _program(ins, outs, scalars, seg[0], i, False, (), seg[2], modes)
 
 
 def _shifted(prog: tuple[Any, ...], di: int, ds: int, do: int) -> tuple[Any, ...]:
@@ -116,39 +92,14 @@ class HorizontalFuser:
         self.backend = backend
         self._inner = ElementwiseFuser(backend)
 
-    def _segment_stop(self, ops: list[OperationIr], j: int) -> int | None:
-        """The end of the segment starting at ``j`` (the elementwise fuser's run: one output
-        shape, its op and input limits, the device's bindings), or None."""
-        first = ops[j]
-        if not fusable(first):
-            return None
-        shape = first.outputs[0].shape
-        if math.prod(shape) == 0:
-            return None
-        inputs: set[int] = set()
-        produced: set[int] = set()
-        k = j
-        while k < len(ops) and k - j < MAX_OPS:
-            o = ops[k]
-            if not fusable(o) or o.outputs[0].shape != shape:
-                break
-            new = {t.id for t in o.inputs if t.id not in produced} - inputs
-            if len(inputs) + len(new) > MAX_INPUTS:
-                break
-            inputs |= new
-            produced.add(o.outputs[0].id)
-            k += 1
-        return k
-
     def claim(self, ops: list[OperationIr], i: int) -> tuple[int, float, Any] | None:
-        budget = array_budget(self.backend)
-        limit = MAX_ARRAYS if budget is None else min(MAX_ARRAYS, budget)
+        limit = _array_limit(self.backend)
         segs: list[tuple[int, int]] = []
         produced: set[int] = set()
         j = i
         total = 0
         while j < len(ops) and len(segs) < MAX_SEGMENTS:
-            stop = self._segment_stop(ops, j)
+            stop = run_stop(ops, j)  # a segment is the elementwise fuser's run
             if stop is None or total + (stop - j) > MAX_TOTAL_OPS:
                 break
             seg_ops = ops[j:stop]
@@ -179,15 +130,14 @@ class HorizontalFuser:
         ready = []  # per segment taken: (ops, data, inputs, scalars)
         for a, b, d in data:
             seg_ops = ops[a:b]
-            ins = [env[seg_ops[off].inputs[pos].id] for off, pos in d.ext]
+            ins = d.inputs(seg_ops, env)
             n = math.prod(d.shape)
             if all(t.shape == d.shape and t.is_contiguous() or math.prod(t.shape) == 1 for t in ins) and n:
-                ready.append((seg_ops, d, ins, [(seg_ops[off].args[arg], dd) for off, arg, dd in d.scalars]))
+                ready.append((seg_ops, d, ins, d.scalar_values(seg_ops)))
             else:  # a broadcast row, a strided view: its own fused kernel
-                self._inner.execute(inner, seg_ops, d, env)
+                ElementwiseFuser.run(inner, seg_ops, d, env, ins, d.scalar_values(seg_ops))
         if len(ready) == 1:
-            seg_ops, d, _, _ = ready[0]
-            self._inner.execute(inner, seg_ops, d, env)
+            ElementwiseFuser.run(inner, *ready[0][:2], env, *ready[0][2:])
         elif ready:
             run_segments(inner, ready, env)
 
@@ -195,8 +145,7 @@ class HorizontalFuser:
 def run_segments(backend: Any, ready: list[Any], env: dict[int, Any]) -> None:
     """Launch the ``ready`` segments (ops, elementwise data, inputs, scalars), as few launches
     as the device's bindings allow, and put their outputs into ``env``."""
-    budget = array_budget(backend)
-    limit = MAX_ARRAYS if budget is None else min(MAX_ARRAYS, budget)
+    limit = _array_limit(backend)
     batch: list[Any] = []
     used = 0
     for seg in ready:
@@ -207,10 +156,16 @@ def run_segments(backend: Any, ready: list[Any], env: dict[int, Any]) -> None:
         batch.append(seg)
         used += n
     if len(batch) == 1:
-        seg_ops, d, _, _ = batch[0]
-        ElementwiseFuser(backend).execute(backend, seg_ops, d, env)
+        seg_ops, d, ins, scal = batch[0]
+        ElementwiseFuser.run(backend, seg_ops, d, env, ins, scal)
     elif batch:
         _launch(backend, batch, env)
+
+
+def _array_limit(backend: Any) -> int:
+    """The most array parameters of one launch on ``backend``'s device."""
+    budget = array_budget(backend)
+    return MAX_ARRAYS if budget is None else min(MAX_ARRAYS, budget)
 
 
 def _launch(backend: Any, batch: list[Any], env: dict[int, Any]) -> None:

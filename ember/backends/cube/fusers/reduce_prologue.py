@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from .... import dtype as dt
-from ..ir import OperationIr
+from ...fusion.ir import OperationIr
 from .elementwise import MAX_INPUTS, MAX_OPS, Builder, array_budget, fusable, observed
 
 __all__ = ["ReducePrologueFuser"]

@@ -61,8 +61,8 @@ from ....cube.launch import CubeCount, CubeDim, lines
 from ....cube.runtime.client import max_line_bytes
 from ....cube.runtime.tensor import CubeTensor, contiguous_strides
 from ....cube.types import ELEMS, Elem, elem_of_dtype
-from ...cube.elementwise import _coalesce
-from ...cube.elementwise_kernels import binary_expr, strided_offset, unary_expr
+from ..elementwise import _coalesce
+from ..elementwise_kernels import binary_expr, strided_offset, unary_expr
 
 __all__ = ["fused_lines", "fused_strided", "fused_rows", "run_fused", "check_program", "apply_step", "rounded",
            "literal", "elem_named"]
@@ -142,18 +142,27 @@ def apply_step(regs, step: Comptime[tuple], scalars):
 
 @function
 def _program(ins, outs, scalars, prog: Comptime[tuple], i, strided: Comptime[bool], rows: Comptime[tuple] = (),
-             w: Comptime[int] = 1):
+             w: Comptime[int] = 1, flat: Comptime[tuple] = ()):
     """Interpret ``prog`` at unit position ``i``: registers are a comptime list of runtime
     values; stores are collected and emitted after every load. ``rows`` (the rows form) gives
     each input's mode: "l" a line along the row at its strided offset, "b" one element
-    broadcast along the row (stride 0 there)."""
+    broadcast along the row (stride 0 there). ``flat`` (the horizontal fuser's segments, flat
+    contiguous views in lines of width ``w``): "l" line ``i`` of the input, "b" its one element
+    broadcast."""
     regs = []
     stores = []
     for step in prog:
         tag = step[0]
         if tag == "in":
             x = ins[step[1]]
-            if rows:
+            if flat:
+                if flat[step[1]] == "l":
+                    regs.append(x[i])
+                elif w == 1:
+                    regs.append(x[0])
+                else:
+                    regs.append(cube.line(x[0], w))
+            elif rows:
                 if rows[step[1]] == "l":
                     regs.append(x[strided_offset(x, i * w) // w])
                 else:

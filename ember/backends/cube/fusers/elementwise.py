@@ -32,10 +32,10 @@ from ...base import (
     SCALAR_OPS,
     UNARY_OPS,
 )
-from ...cube.elementwise import _REFCOUNT_SAFE, _exclusive
-from ..ir import READ_WRITE, OperationIr, TensorIr
+from ...fusion.ir import READ_WRITE, OperationIr, TensorIr
+from ..elementwise import _REFCOUNT_SAFE, _exclusive
 
-__all__ = ["ElementwiseFuser", "fusable", "Builder", "observed", "donor_candidates", "array_budget"]
+__all__ = ["ElementwiseFuser", "fusable", "Builder", "observed", "donor_candidates", "array_budget", "run_stop"]
 
 #: the most ops one fused kernel takes (compile time and register pressure grow with it)
 MAX_OPS = 64
@@ -156,25 +156,9 @@ class ElementwiseFuser:
         self.backend = backend
 
     def claim(self, ops: list[OperationIr], i: int) -> tuple[int, float, Any] | None:
-        first = ops[i]
-        if not fusable(first):
+        j = run_stop(ops, i)
+        if j is None:
             return None
-        shape = first.outputs[0].shape
-        if math.prod(shape) == 0:
-            return None
-        inputs: set[int] = set()
-        produced: set[int] = set()
-        j = i
-        while j < len(ops) and j - i < MAX_OPS:
-            o = ops[j]
-            if not fusable(o) or o.outputs[0].shape != shape:
-                break
-            new = {t.id for t in o.inputs if t.id not in produced} - inputs
-            if len(inputs) + len(new) > MAX_INPUTS:
-                break
-            inputs |= new
-            produced.add(o.outputs[0].id)
-            j += 1
         budget = array_budget(self.backend)
         if budget is not None:  # inputs and written results together within the device's bindings
             while j - i >= 2 and _external(ops, i, j) + len(observed(ops, i, j)) > budget:
@@ -202,10 +186,15 @@ class ElementwiseFuser:
         return _Data(tuple(b.prog), b.ext, b.scalars, outs, donors, block[0].outputs[0].shape)
 
     def execute(self, inner: Any, ops: list[OperationIr], data: _Data, env: dict[int, Any]) -> None:
+        self.run(inner, ops, data, env, data.inputs(ops, env), data.scalar_values(ops))
+
+    @staticmethod
+    def run(inner: Any, ops: list[OperationIr], data: _Data, env: dict[int, Any], ins: list[Any],
+            scalars: list[tuple[Any, Any]]) -> None:
+        """``execute`` with the block's inputs and scalars already read (``_Data.inputs``,
+        ``_Data.scalar_values``)."""
         from .elementwise_kernel import run_fused
 
-        ins = [env[ops[off].inputs[pos].id] for off, pos in data.ext]
-        scalars = [(ops[off].args[arg], d) for off, arg, d in data.scalars]
         out_specs = [(data.shape, ops[off].outputs[0].dtype) for off in data.outs]
         inplace = {}
         for k, donor in enumerate(data.donors):
@@ -217,6 +206,9 @@ class ElementwiseFuser:
 
 
 class _Data:
+    """A claimed block, relative to its first op: the program, where its external inputs and
+    scalars come from, which results it writes and which input each may reuse."""
+
     __slots__ = ("prog", "ext", "scalars", "outs", "donors", "shape")
 
     def __init__(self, prog: tuple[Any, ...], ext: list[tuple[int, int]], scalars: list[tuple[int, int, Any]],
@@ -227,6 +219,41 @@ class _Data:
         self.outs = outs
         self.donors = donors
         self.shape = shape
+
+    def inputs(self, ops: list[OperationIr], env: dict[int, Any]) -> list[Any]:
+        """The block's external inputs in program order (``ops``: the block's ops this drain)."""
+        return [env[ops[off].inputs[pos].id] for off, pos in self.ext]
+
+    def scalar_values(self, ops: list[OperationIr]) -> list[tuple[Any, Any]]:
+        """The block's scalars this drain, in program order, with the dtype each is read as."""
+        return [(ops[off].args[arg], d) for off, arg, d in self.scalars]
+
+
+def run_stop(ops: list[OperationIr], i: int) -> int | None:
+    """The end of the elementwise run starting at ``ops[i]``: consecutive fusable ops of one
+    (non-empty) output shape, at most ``MAX_OPS`` of them reading at most ``MAX_INPUTS``
+    tensors from outside the run (None: ``ops[i]`` starts none). The device's array budget is
+    the caller's to apply."""
+    first = ops[i]
+    if not fusable(first):
+        return None
+    shape = first.outputs[0].shape
+    if math.prod(shape) == 0:
+        return None
+    inputs: set[int] = set()
+    produced: set[int] = set()
+    j = i
+    while j < len(ops) and j - i < MAX_OPS:
+        o = ops[j]
+        if not fusable(o) or o.outputs[0].shape != shape:
+            break
+        new = {t.id for t in o.inputs if t.id not in produced} - inputs
+        if len(inputs) + len(new) > MAX_INPUTS:
+            break
+        inputs |= new
+        produced.add(o.outputs[0].id)
+        j += 1
+    return j
 
 
 def _external(ops: list[OperationIr], i: int, j: int) -> int:

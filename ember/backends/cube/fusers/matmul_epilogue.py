@@ -22,8 +22,8 @@ import hashlib
 from typing import Any
 
 from .... import autotune
-from ...cube.matmul import _KEY_FIELDS, matmul_bound, matmul_key
-from ..ir import OperationIr
+from ...fusion.ir import OperationIr
+from ..matmul import _KEY_FIELDS, matmul_bound, matmul_key
 from .elementwise import MAX_INPUTS, MAX_OPS, Builder, array_budget, fusable, observed
 
 __all__ = ["MatmulEpilogueFuser"]

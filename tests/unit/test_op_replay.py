@@ -1,4 +1,4 @@
-"""Replayed eager ops (``backends.cube.replayed_ops``): from the third call of an op with one
+"""Op replay (``backends.cube.op_replay``): from the third call of an op with one
 argument signature, its launches run from a capture. Fresh data on every call, checked
 against float64 numpy, so stale buffers, stale scalars or a wrong layout fail. Runs on the
 CPU device and on CUDA where one starts."""
