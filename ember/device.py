@@ -11,7 +11,6 @@ import os
 from typing import Any
 
 from .device_kind import DeviceKind, parse_kind
-from .errors import DeviceUnavailableError
 
 __all__ = ["Device", "DeviceKind", "WgpuOptions"]
 
@@ -273,5 +272,3 @@ def _describe(spec: tuple[Any, ...]) -> str:
     return f"Cube({runtime})"
 
 
-def unavailable(device: Device, why: str, adapters: list[str] | None = None) -> DeviceUnavailableError:
-    return DeviceUnavailableError(f"{device!r} is not available: {why}", adapters)

@@ -51,6 +51,11 @@ class DeviceUnavailableError(EmberError, RuntimeError):
         super().__init__(message)
 
 
+def unavailable(device: object, why: str, adapters: list[str] | None = None) -> DeviceUnavailableError:
+    """The error saying ``device`` cannot be used and why (raised on the calling thread)."""
+    return DeviceUnavailableError(f"{device!r} is not available: {why}", adapters)
+
+
 class CompilationError(EmberError, RuntimeError):
     """A kernel failed to compile; carries the source and the compiler's output."""
 

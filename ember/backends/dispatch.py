@@ -10,11 +10,14 @@ spans that show the layers a read crosses).
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import tracing
-from ..device import Device, unavailable
+from ..errors import unavailable
 from .base import CATALOG, Backend
+
+if TYPE_CHECKING:
+    from ..device import Device
 
 __all__ = ["Dispatch", "stack", "available", "backend_name"]
 

@@ -80,6 +80,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from . import config
+from .trust import StoreWarning
 
 try:  # POSIX advisory locks serialise corruption recovery between processes
     import fcntl
@@ -144,10 +145,6 @@ _COLUMNS = {
 _USED_GRANULARITY_S = 3600.0
 #: temporaries older than this whose writer is gone are removed (a compile times out at 300 s)
 STALE_GRACE_S = 3600.0
-
-
-class StoreWarning(UserWarning):
-    """The cache store had to recover (corrupt database moved aside, or fell back to memory)."""
 
 
 class _NewerSchema(Exception):

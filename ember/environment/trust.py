@@ -31,6 +31,11 @@ KEY_ENV = "EMBER_CACHE_KEY_FILE"
 _KEY_BYTES = 32
 
 
+class StoreWarning(UserWarning):
+    """The cache store had to recover (corrupt database moved aside, or fell back to memory), or
+    its key could not be used. Defined here, below the store, so trust checks can warn with it."""
+
+
 def euid() -> int:
     """The user ember acts for (a function, so tests can pretend to be someone else)."""
     return os.geteuid() if hasattr(os, "geteuid") else 0
@@ -96,8 +101,6 @@ def _load_key(path: Path) -> bytes:
             problem = f"cannot create it: {e.strerror or e}"
     except (OSError, ValueError) as e:
         problem = str(e)
-    from .store import StoreWarning
-
     warnings.warn(
         f"ember cache: the cache key {path} cannot be used ({problem}); this process uses a key of its own, "
         "so nothing in the cache is loaded and what it stores is not loaded later",

@@ -15,12 +15,15 @@ them into a device's stack:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...device import Device, unavailable
+from ...errors import unavailable
 from .backend import CubeBackend, CubeTensor
 from .drain_capturer import drain_capturer
 from .fusers import default_fusers
+
+if TYPE_CHECKING:
+    from ...device import Device
 
 __all__ = ["build_backend", "default_fusers", "drain_capturer", "CubeBackend", "CubeTensor"]
 
