@@ -28,6 +28,13 @@ def _close(e: ember.Tensor, t: torch.Tensor, tol: float = 1e-5) -> None:
 
 
 # ----------------------------------------------------------------------------- wrong results
+def test_constant_pad_nd(device, rng):
+    # its argument ``pad`` once shadowed the pad function it calls ("'tuple' object is not callable")
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    _close(ember.constant_pad_nd(_t(device, x), (1, 2), 0.5),
+           torch.constant_pad_nd(torch.tensor(x), (1, 2), 0.5))
+
+
 def test_var_std_positional_unbiased(device, rng):
     for shape in ((5,), (5, 5)):
         x = rng.standard_normal(shape).astype(np.float32)
