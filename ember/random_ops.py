@@ -227,7 +227,7 @@ class RandomMethods:
         u = _uniform01(self, w, generator)
         k = ((-u).log1p() * (1.0 / math.log1p(-p))).ceil().clamp(min=1.0)
         if not self._dt.is_floating_point:
-            k = k.clamp(max=float(_INT_RANGE[self._dt.name][1]))  # float32(max) may round up: the cast saturates
+            k = k.clamp(max=_largest_float32_at_most(_INT_RANGE[self._dt.name][1]))  # the cast stays in range
         return _fill(self, k)
 
     def random_(self, *args: int | None, generator: Any = None, **kwargs: int | None) -> Tensor:
@@ -250,6 +250,14 @@ class RandomMethods:
             # integers drawn as int32 (int64 beyond its range) and converted exactly: |value| <= 2**p
             d = dt.int32 if -(2**31) <= lo and hi <= 2**31 else dt.int64
         return _fill(self, _draw("randint", self.shape, d, self._bk, lo, hi, generator))
+
+
+def _largest_float32_at_most(n: int) -> float:
+    """The largest float32 value <= ``n`` (float32(2**31 - 1) rounds up to 2**31, out of int32)."""
+    f = np.float32(n)
+    if int(f) > n:
+        f = np.nextafter(f, np.float32(0))
+    return float(f)
 
 
 def _from_to(from_: Any, to: Any, kwargs: dict[str, Any], what: str,

@@ -171,6 +171,8 @@ def test_geometric_counts_trials() -> None:
     gi = read(ember.zeros(N, dtype=ember.int64).geometric_(0.5))
     assert gi.dtype == np.int64 and gi.min() >= 1
     within(gi.astype(np.float64), 2.0, 2.0)
+    big = read(ember.zeros(8, dtype=ember.int32).geometric_(1e-12))  # counts beyond int32 clamp to its top
+    assert (big > 2**30).all() and (big <= 2**31 - 1).all()
 
 
 def test_random_covers_the_dtype_and_the_range() -> None:
