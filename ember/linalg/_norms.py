@@ -104,7 +104,10 @@ def matrix_norm(A: Tensor, ord: Any = "fro", dim: Sequence[int] = (-2, -1), keep
     else:
         raise ValueError(f"linalg.matrix_norm: order {ord} not supported")
     s = A.abs().sum(inner, keepdim=True)
-    out = s.amax(outer, keepdim=True) if ord > 0 else s.amin(outer, keepdim=True)
+    if ord > 0 and s.shape[outer] == 0:  # as torch: the largest of no sums (all >= 0) is 0; amin raises
+        out = s.sum(outer, keepdim=True)
+    else:
+        out = s.amax(outer, keepdim=True) if ord > 0 else s.amin(outer, keepdim=True)
     return out if keepdim else out.squeeze((d0, d1))
 
 

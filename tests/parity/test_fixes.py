@@ -35,6 +35,16 @@ def test_constant_pad_nd(device, rng):
            torch.constant_pad_nd(torch.tensor(x), (1, 2), 0.5))
 
 
+@pytest.mark.parametrize("shape", [(0, 0), (0, 3), (3, 0), (2, 0, 3)])
+def test_matrix_norm_of_empty_matrices(device, shape):
+    # ord = 1 / inf: the largest of no column (row) sums is 0, as torch; ord = -1 / -inf raise where torch does
+    for o in (1, math.inf):
+        _close(ember.linalg.matrix_norm(ember.zeros(shape, device=device), o),
+               torch.linalg.matrix_norm(torch.zeros(shape), o))
+    with pytest.raises(ShapeError):
+        ember.linalg.matrix_norm(ember.zeros((0, 3), device=device), -math.inf)
+
+
 def test_var_std_positional_unbiased(device, rng):
     for shape in ((5,), (5, 5)):
         x = rng.standard_normal(shape).astype(np.float32)
