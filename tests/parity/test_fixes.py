@@ -37,8 +37,9 @@ def test_constant_pad_nd(device, rng):
 
 @pytest.mark.parametrize("shape", [(0, 0), (0, 3), (3, 0), (2, 0, 3)])
 def test_matrix_norm_of_empty_matrices(device, shape):
-    # ord = 1 / inf: the largest of no column (row) sums is 0, as torch; ord = -1 / -inf raise where torch does
-    for o in (1, math.inf):
+    # ord = 1 / 2 / inf: the largest of no column sums (singular values, row sums) is 0, as torch;
+    # ord = -1 / -inf raise where torch does
+    for o in (1, 2, math.inf):
         _close(ember.linalg.matrix_norm(ember.zeros(shape, device=device), o),
                torch.linalg.matrix_norm(torch.zeros(shape), o))
     with pytest.raises(ShapeError):
