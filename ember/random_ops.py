@@ -116,7 +116,8 @@ def _check_probabilities(p: Tensor) -> None:
 def _bernoulli_values(like: Tensor, p: Any, out_dtype: dt.DType, generator: Any) -> Tensor:
     """0/1 values of ``like``'s shape with probability ``p`` (a number, or a tensor broadcast to
     that shape), in ``out_dtype``: ``u < p`` for ``u`` uniform on [0, 1) (p = 0 never, p = 1
-    always; float32 ``u`` unless ``p`` is float64, so probabilities resolve to 2**-24)."""
+    always). ``u`` is float64 for float64 probabilities (or, with a number ``p``, a float64
+    result), else float32, so probabilities resolve to 2**-53 or 2**-24."""
     if isinstance(p, Tensor):
         if not p._dt.is_floating_point:
             raise DTypeError(f"bernoulli expects floating point probabilities, got {p._dt}")
