@@ -309,16 +309,33 @@ def initial_seed() -> int:
 _R: Any = None
 
 
-def _random(dist: str, shape: tuple[int, ...], d: dt.DType, device: Any, a: float, b: float,
-            requires_grad: bool) -> Tensor:
+def _rng() -> Any:
+    """The ``ember.random`` module (imported on the first random op)."""
     global _R
     R = _R
     if R is None:
         from . import random as R
 
         _R = R
+    return R
+
+
+def _stream(generator: Any) -> Any:
+    """The ``ember.random.Generator`` a random op draws from: ``generator``, or the global one when None."""
+    R = _rng()
+    if generator is None:
+        return R.default_generator
+    if isinstance(generator, R.Generator):
+        return generator
+    raise TypeError(f"generator must be an ember.random.Generator or None, got {type(generator).__name__}")
+
+
+def _random(dist: str, shape: tuple[int, ...], d: dt.DType, device: Any, a: float, b: float,
+            requires_grad: bool, generator: Any = None) -> Tensor:
+    R = _rng()
+    g = _stream(generator)
     bk = _device(device).backend()
-    seed, offset = R.next_offset(R.blocks_used(dist, S.numel(shape), d))
+    seed, offset = g.next_offset(R.blocks_used(dist, S.numel(shape), d))
     return _finish(_make(bk.random(dist, shape, d, seed, offset, a, b), bk, d), requires_grad)
 
 
@@ -331,20 +348,24 @@ def _float_dtype(dtype: Any) -> dt.DType:
     return d
 
 
-def rand(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """As ``torch.rand``: uniform on [0, 1), from the Philox stream (the same values on every device)."""
-    return _random("uniform", S.sizes_arg(size), _float_dtype(dtype), device, 0.0, 1.0, requires_grad)
+def rand(*size: Any, generator: Any = None, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    """As ``torch.rand``: uniform on [0, 1), from the Philox stream (the same values on every device);
+    ``generator``: an ``ember.random.Generator`` (None: the global one)."""
+    return _random("uniform", S.sizes_arg(size), _float_dtype(dtype), device, 0.0, 1.0, requires_grad, generator)
 
 
-def randn(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
-    """As ``torch.randn``: standard normal, from the Philox stream (the same values on every device)."""
-    return _random("normal", S.sizes_arg(size), _float_dtype(dtype), device, 0.0, 1.0, requires_grad)
+def randn(*size: Any, generator: Any = None, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
+    """As ``torch.randn``: standard normal, from the Philox stream (the same values on every device);
+    ``generator``: an ``ember.random.Generator`` (None: the global one)."""
+    return _random("normal", S.sizes_arg(size), _float_dtype(dtype), device, 0.0, 1.0, requires_grad, generator)
 
 
-def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: Any = None,
-            device: Any = None, requires_grad: bool = False) -> Tensor:
+def randint(low: int, high: int | None = None, size: Sequence[int] = (), *, generator: Any = None,
+            dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
     """As ``torch.randint``: integers uniform on [low, high) (``randint(high, size)`` means low = 0),
-    from the Philox stream."""
+    from the Philox stream; ``generator``: an ``ember.random.Generator`` (None: the global one)."""
     if high is None:
         low, high = 0, low
     elif not isinstance(high, int | np.integer) and size == ():
@@ -353,7 +374,7 @@ def randint(low: int, high: int | None = None, size: Sequence[int] = (), dtype: 
         raise ValueError(f"randint needs low < high, got [{low}, {high})")
     d = dt.as_dtype(dtype) if dtype is not None else dt.int64
     shape = S.sizes_arg((size,)) if not isinstance(size, int | np.integer) else (size,)
-    return _random("randint", shape, d, device, int(low), int(high), requires_grad)
+    return _random("randint", shape, d, device, int(low), int(high), requires_grad, generator)
 
 
 # --------------------------------------------------------------------------- *_like

@@ -31,10 +31,12 @@ _METHODS = (
     "swapaxes", "unflatten", "t",
 )
 
+from . import random_ops as _random_ops  # noqa: E402  (bernoulli, multinomial, normal, randperm, ... and the fills)
 from . import sorting as _sorting  # noqa: E402  (sort, topk, median, quantile, ... and their methods)
 from .linalg import _toplevel as _linalg_top  # noqa: E402  (torch.det, torch.svd, ... and their methods)
 from .linalg._toplevel import *  # noqa: E402,F403
 from .ops import REGISTRY as _REGISTRY  # noqa: E402
+from .random_ops import *  # noqa: E402,F403
 from .sorting import *  # noqa: E402,F403
 from .special import TOPLEVEL as _SPECIAL_TOP  # noqa: E402  (torch.lgamma, torch.i0, ... and their methods)
 from .special import digamma, erfinv, i0, lgamma, mvlgamma, polygamma  # noqa: E402,F401
@@ -45,7 +47,7 @@ _REGISTRY_FUNCTIONS = tuple(n for n, op in _REGISTRY.items() if op.front is not 
 
 __all__ = list(_METHODS) + ["where", "cat", "concat", "concatenate", "stack", "pad", "broadcast_tensors",
                             "result_type"] + list(_composite.__all__) + list(_REGISTRY_FUNCTIONS)
-__all__ += list(_linalg_top.__all__) + list(_sorting.__all__) + list(_SPECIAL_TOP)
+__all__ += list(_linalg_top.__all__) + list(_sorting.__all__) + list(_SPECIAL_TOP) + list(_random_ops.__all__)
 
 
 def _method(name: str) -> Any:

@@ -16,6 +16,7 @@ from .. import _shape as S
 from .. import dtype as dt
 from ..errors import ShapeError
 from ..tensor import Tensor, _flat, cat, pad, stack
+from ..tensor import pad as _pad  # (constant_pad_nd's argument is named pad, as torch's)
 
 __all__ = [
     "diag", "diag_embed", "movedim", "moveaxis", "swapdims", "hstack", "vstack", "row_stack",
@@ -420,4 +421,4 @@ def diagflat(input: Tensor, offset: int = 0) -> Tensor:
 
 def constant_pad_nd(input: Tensor, pad: Sequence[int], value: float = 0) -> Tensor:
     """As ``torch.constant_pad_nd``."""
-    return pad(input, pad, value=value)
+    return _pad(input, pad, value=value)

@@ -93,7 +93,10 @@ def matrix_norm(A: Tensor, ord: Any = "fro", dim: Sequence[int] = (-2, -1), keep
     if ord in (2.0, -2.0):
         rest = [i for i in range(A.ndim) if i not in (d0, d1)]
         s = svdvals(A.permute(rest + [d0, d1]))
-        out = s.amax(-1) if ord > 0 else s.amin(-1)
+        if ord > 0 and s.shape[-1] == 0:  # as torch: an empty matrix's largest singular value is 0
+            out = s.sum(-1)
+        else:
+            out = s.amax(-1) if ord > 0 else s.amin(-1)
         if keepdim:
             out = out.unsqueeze(min(d0, d1)).unsqueeze(max(d0, d1))
         return out
@@ -104,7 +107,10 @@ def matrix_norm(A: Tensor, ord: Any = "fro", dim: Sequence[int] = (-2, -1), keep
     else:
         raise ValueError(f"linalg.matrix_norm: order {ord} not supported")
     s = A.abs().sum(inner, keepdim=True)
-    out = s.amax(outer, keepdim=True) if ord > 0 else s.amin(outer, keepdim=True)
+    if ord > 0 and s.shape[outer] == 0:  # as torch: the largest of no sums (all >= 0) is 0; amin raises
+        out = s.sum(outer, keepdim=True)
+    else:
+        out = s.amax(outer, keepdim=True) if ord > 0 else s.amin(outer, keepdim=True)
     return out if keepdim else out.squeeze((d0, d1))
 
 

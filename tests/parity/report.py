@@ -3,6 +3,7 @@ the devices named (default: flex and cpu, both with autodiff), written as a Mark
 
     python -m tests.parity.report                      # bench/results/opinfo_<date>.md
     python -m tests.parity.report --devices flex --limit 3 --out /tmp/r.md
+    python -m tests.parity.report --devices wgpu.cpu --no-grad   # forward values only
     scripts/opinfo-report                              # the same as the first line
 """
 
@@ -49,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--devices", default="flex,cpu")
     ap.add_argument("--limit", type=int, default=None, help="samples per entry (default: all)")
     ap.add_argument("--only", default=None, help="comma-separated entry names")
+    ap.add_argument("--no-grad", action="store_true", help="forward samples only (no gradient checks)")
+    ap.add_argument("--progress", action="store_true", help="print each entry's counts as it finishes")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / f"opinfo_{datetime.date.today()}.md"))
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
@@ -58,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         ops = [o for o in ops if o.name in keep]
     lines = [f"# OpInfo parity report ({datetime.date.today()})", "",
              f"torch {__import__('torch').__version__}: {len(ops)} OpInfo entries; float32 samples; "
-             f"{'all' if args.limit is None else f'the first {args.limit}'} samples per entry. "
+             f"{'all' if args.limit is None else f'the first {args.limit}'} samples per entry"
+             f"{', forward only' if args.no_grad else ''}. "
              "Categories: pass / wrong (values, shape or dtype differ) / raised / lacks (an argument or "
              "input ember does not have). Produced by `python -m tests.parity.report`.", ""]
     summary = []
@@ -66,7 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.devices.split(","):
         dev = DEVICES[name]()
         t1 = time.perf_counter()
-        results = [run_entry(op, dev, args.limit) for op in ops]
+        results = []
+        for op in ops:
+            te = time.perf_counter()
+            r = run_entry(op, dev, args.limit, grads=not args.no_grad)
+            results.append(r)
+            if args.progress and r.mapped:
+                print(f"  {r.entry}: forward {r.forward} grad {r.grad} {time.perf_counter() - te:.1f} s", flush=True)
         mapped = [r for r in results if r.mapped]
         fw, gr = _sum(mapped, "forward"), _sum(mapped, "grad")
         summary.append((name, len(mapped), fw, gr, time.perf_counter() - t1))

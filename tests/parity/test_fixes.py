@@ -28,6 +28,24 @@ def _close(e: ember.Tensor, t: torch.Tensor, tol: float = 1e-5) -> None:
 
 
 # ----------------------------------------------------------------------------- wrong results
+def test_constant_pad_nd(device, rng):
+    # its argument ``pad`` once shadowed the pad function it calls ("'tuple' object is not callable")
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    _close(ember.constant_pad_nd(_t(device, x), (1, 2), 0.5),
+           torch.constant_pad_nd(torch.tensor(x), (1, 2), 0.5))
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (0, 3), (3, 0), (2, 0, 3)])
+def test_matrix_norm_of_empty_matrices(device, shape):
+    # ord = 1 / 2 / inf: the largest of no column sums (singular values, row sums) is 0, as torch;
+    # ord = -1 / -inf raise where torch does
+    for o in (1, 2, math.inf):
+        _close(ember.linalg.matrix_norm(ember.zeros(shape, device=device), o),
+               torch.linalg.matrix_norm(torch.zeros(shape), o))
+    with pytest.raises(ShapeError):
+        ember.linalg.matrix_norm(ember.zeros((0, 3), device=device), -math.inf)
+
+
 def test_var_std_positional_unbiased(device, rng):
     for shape in ((5,), (5, 5)):
         x = rng.standard_normal(shape).astype(np.float32)

@@ -81,3 +81,28 @@ def test_compare_allows_torchs_own_float32_noise():
     # a real difference stays one: elsewhere, or beyond NOISE times torch's own error
     assert compare(ember.tensor(np.array([0.0, 1.01], np.float32)), t32, GRAD_TOL, t64) is not None
     assert compare(ember.tensor(np.array([-1e-3, 1.0], np.float32)), t32, GRAD_TOL, t64) is not None
+
+
+def test_random_entries_check_a_property_that_can_fail():
+    from types import SimpleNamespace
+
+    import numpy as np
+    import torch
+
+    import ember
+    from parity.opinfo_map import FORWARD_TOL, RANDOM
+
+    w = torch.tensor([[1.0, 0.0, 2.0, 3.0]])
+    check = RANDOM["multinomial"](SimpleNamespace(input=w, args=(2,), kwargs={}))
+    ref = check(torch.multinomial(w, 2))
+    assert compare(check(ember.tensor(np.array([[0, 3]]))), ref, FORWARD_TOL) is None
+    assert compare(check(ember.tensor(np.array([[3, 3]]))), ref, FORWARD_TOL) is not None  # repeated
+    assert compare(check(ember.tensor(np.array([[1, 3]]))), ref, FORWARD_TOL) is not None  # zero weight
+    assert compare(check(ember.tensor(np.array([[0, 4]]))), ref, FORWARD_TOL) is not None  # out of range
+    p = torch.tensor([0.0, 0.5, 1.0])
+    check = RANDOM["bernoulli"](SimpleNamespace(input=p, args=(), kwargs={}))
+    ref = check(torch.bernoulli(p))
+    assert compare(check(ember.tensor([0.0, 1.0, 1.0])), ref, FORWARD_TOL) is None
+    assert compare(check(ember.tensor([1.0, 1.0, 1.0])), ref, FORWARD_TOL) is not None  # p = 0 gave 1
+    assert compare(check(ember.tensor([0.0, 0.5, 1.0])), ref, FORWARD_TOL) is not None  # not 0/1
+    assert compare(check(ember.tensor([0.0, 1.0, 1.0], dtype=ember.float64)), ref, FORWARD_TOL) is not None
