@@ -9,8 +9,8 @@ block runs. Instrumented code writes::
 
 or uses ``tracing.span(...)`` unconditionally where a few hundred ns do not matter
 (it returns a shared no-op object when nothing captures). The inline test is deliberate on the
-data paths too: routing ``from_data`` / ``into_data`` through one helper call per layer cost
-0.35 us per Flex read (0.55 -> 0.9 us, 60%) and 15% of a Cube CPU read, measured on the dev box.
+data paths too: routing ``from_data`` / ``into_data`` through one helper call per layer made a
+small Flex read half again as slow (one extra frame for each of the four layers it crosses).
 
 Span names used across ember: ``from_data``, ``into_data``, ``drain``, ``fuse``, ``launch``
 (field ``kernel``), ``compile`` (``kernel``, ``language``, ``cached``), ``autotune``
