@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from ember.environment import commands, config, store
+from ember.environment import commands, config, store, store_db
 from ember.environment.store import DB_NAME, Store, StoreWarning, get_store
 
 ctx = multiprocessing.get_context("fork")
@@ -425,7 +425,7 @@ def test_unwritable_root_probe(tmp_path, monkeypatch):
     def refuse(root):
         raise PermissionError(13, "Permission denied", str(root))
 
-    monkeypatch.setattr(store, "_probe_writable", refuse)
+    monkeypatch.setattr(store_db, "_probe_writable", refuse)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         _check_memory_store_works(Store(tmp_path / "ro"))

@@ -22,7 +22,7 @@ import pytest
 
 import ember
 from ember import Device
-from ember.environment import commands, config, store, trust
+from ember.environment import commands, config, store, store_format, store_prune, trust
 from ember.environment.config import ConfigWarning
 from ember.environment.store import DB_NAME, Store, StoreWarning
 
@@ -134,7 +134,7 @@ def _forge_artifact(s: Store, ns: str, key: str, rel: str, data: bytes, meta: st
     import hashlib
 
     sha = hashlib.sha256(data).hexdigest()
-    tag = store._artifact_mac(ns, key, rel, sha, len(data), meta)
+    tag = store_format._artifact_mac(ns, key, rel, sha, len(data), meta)
     conn = sqlite3.connect(s.path)
     conn.execute(
         "INSERT OR REPLACE INTO artifacts VALUES (?, ?, ?, ?, ?, ?, 0, 0, ?)", (ns, key, rel, sha, len(data), meta, tag)
@@ -517,7 +517,7 @@ def _dead_pid() -> int:
 def test_stale_temporaries_are_removed(tmp_path, monkeypatch):
     tmp = tmp_path / "tmp"
     tmp.mkdir()
-    monkeypatch.setattr(store.tempfile, "gettempdir", lambda: str(tmp))
+    monkeypatch.setattr(store_prune.tempfile, "gettempdir", lambda: str(tmp))
     old = time.time() - 2 * store.STALE_GRACE_S
     dead, live = _dead_pid(), os.getpid()
     made = {
