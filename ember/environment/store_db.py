@@ -172,7 +172,7 @@ def _connect(path: str) -> sqlite3.Connection:
     try:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         if path != ":memory:":
-            conn.execute("PRAGMA journal_mode = WAL")
+            _set_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")  # WAL + NORMAL: durable against a killed process
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if not isinstance(version, int) or version < 0:
@@ -189,6 +189,25 @@ def _connect(path: str) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+def _set_wal(conn: sqlite3.Connection) -> None:
+    """Switch to WAL, retrying while another connection holds the lock: SQLite may answer
+    "database is locked" to a journal-mode change without calling the busy handler (several
+    processes opening a new database at once), and an open must queue, not fail."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e).lower() and "busy" not in str(e).lower():
+                raise
+            if time.monotonic() >= deadline:
+                raise
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
 
 
 @contextmanager
