@@ -1,5 +1,9 @@
 """Counter-based random numbers: Philox 4x32-10, one stream layout for every backend.
 
+One idea over ~670 lines: one stream contract. The block function, the chunked parallel draw,
+the element conversions and the global stream state define the bits every backend must
+reproduce, and change together.
+
 The whole contract is written out in ``docs/random.md``; this module is its reference
 implementation (numpy, vectorised over blocks, no Python loop per element). In short:
 

@@ -1,5 +1,10 @@
 """The tuner: picks one candidate of a tunable set per (device, key) and remembers it.
 
+One idea over ~780 lines: the decision of a key. The decision tables, the entry points that
+consult them and the measurement that fills them share the per-device locks and the preparing
+state; the keys, stored decisions, probes and progress bar are siblings (keys.py, decisions.py,
+probes.py, progress.py).
+
 A backend describes an op as a ``TunableSet`` (candidates that all compute the same outputs)
 and calls ``execute(client, tset, *args)`` where it would launch a kernel. The first call for
 a key measures candidates (or loads the decision another process stored); later calls cost a

@@ -1,5 +1,9 @@
 """Learning-rate schedulers, as ``torch.optim.lr_scheduler``.
 
+One module over ~720 lines, as torch's ``torch.optim.lr_scheduler``: every scheduler is a small
+subclass of ``LRScheduler`` and the composite ones (``SequentialLR``, ``ChainedScheduler``) drive
+the others through its protocol.
+
 Every scheduler computes the same learning-rate sequence as torch's (the same arithmetic in
 the same order: the chainable ones update ``group["lr"]`` recursively from its current value,
 as torch does, so a scheduler stacked on another composes the same way). Learning rates are

@@ -1,5 +1,9 @@
 """``@cube`` functions -> kernel IR, by walking the function's AST.
 
+One class over ~780 lines: the ``Expander``'s statement walk, its names and frames; expressions,
+control flow and calls are its mixins (exprs.py, control.py, calls.py), values and intrinsics
+their own modules.
+
 The expander evaluates the body statement by statement. Every expression yields either a
 *comptime* value (a Python object: literals, comptime parameters, tuples, cube types, ...)
 or a *runtime* operand (an IR ``Var``/``Const``); operations on comptime values are done

@@ -1,5 +1,8 @@
 """``nn.Module``: the base class of every layer, with torch.nn.Module's names and semantics.
 
+One class over ~720 lines: torch keeps ``Module`` in one module too; its registration, traversal,
+state-dict, hook and device-moving methods all read and write the same three dicts.
+
 State lives in three dicts, as in torch: ``_parameters``, ``_buffers`` and ``_modules``.
 ``__setattr__`` routes Parameters, Buffers and Modules into them and ``__getattr__`` (only
 called when ordinary lookup fails) reads them back. ``__call__`` goes straight to ``forward``

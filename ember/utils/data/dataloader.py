@@ -1,5 +1,9 @@
 """``DataLoader``, as ``torch.utils.data.DataLoader``, with worker processes.
 
+One class and its iterators over ~650 lines, as torch's ``dataloader`` module: the single- and
+multi-process iterators read the loader's every option; what runs inside a worker is
+``_worker.py``.
+
 Worker processes (``num_workers > 0``)
 --------------------------------------
 Each worker gets the dataset, ``collate_fn`` and ``worker_init_fn`` pickled (ember tensors as
