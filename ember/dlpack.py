@@ -1,16 +1,7 @@
 """DLPack exchange: ``Tensor.__dlpack__`` / ``__dlpack_device__`` and ``ember.from_dlpack``.
 
-Zero-copy both ways on CUDA devices (torch, cupy, JAX take ember tensors and give theirs): the
-capsule points at the cube buffer, and the buffer lives until the consumer calls the deleter.
-A tensor on a CPU device is exported through numpy's own DLPack support (host memory).
-
-Stream contract: on export ember synchronises its stream before returning the capsule (the
-values are complete for any consumer stream); on import ember passes its own stream handle
-to the producer, which orders its pending work before it (the protocol's ``stream`` argument).
-
-Tensors are values in ember, so an imported buffer is never donated to an in-place kernel:
-the producer may still read it (a foreign buffer is weakly referenced, which the Cube
-backend's donation test treats as shared).
+The exchange's contract (zero copy on CUDA, the stream order, no donation of imported
+buffers) is stated once, in ``ember.tensor.dlpack``.
 
 The export half and the ABI structures live in ``ember.tensor.dlpack`` (below the Tensor
 class, which exports through it); this module adds the import, which builds tensors.

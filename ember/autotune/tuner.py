@@ -38,7 +38,9 @@ How a key is tuned (``_tune``):
   included), and while any key tunes, tuned ops of other threads wait for that lock before they
   launch, so nothing that goes through the tuner runs beside a timed candidate. (Kernels that
   bypass the tuner are not held back: that would cost every launch a lock.)
-* Deferred tuning (``autotune.defer``, on by default) where the runtime compiles in the
+* Deferred tuning (``autotune.defer``, off by default: a key's results change when it switches
+  from the quick candidate to the tuned one, so a run resumed in a new process would no longer
+  reproduce an uninterrupted run bit for bit) where the runtime compiles in the
   background (``client.compiling``: the CPU's): a new key with no stored decision starts the
   compiles of its candidates (``_prepare`` without waiting) and, while they run, launches the
   set's *quick* candidate (``TunableSet(quick=...)``; by default a vendor routine, which

@@ -111,7 +111,9 @@ _SPECS: dict[str, _Spec] = {
     "autotune.disable_cache": _Spec(False, "bool", "ignore stored autotune decisions"),
     "autotune.checks": _Spec(False, "bool", "run every candidate and compare outputs"),
     "autotune.defer": _Spec(
-        True, "bool", "a new key runs a quick candidate while its candidates compile in the background, then tunes"
+        False, "bool", "a new key runs a quick candidate while its candidates compile in the background, then "
+        "tunes (a faster first epoch; results then depend on when a key tuned, so runs are not bit-reproducible "
+        "across processes)"
     ),
     "fusion.enabled": _Spec(True, "bool", "put the fusion decorator on JIT devices"),
     "fusion.queue_limit": _Spec(256, "int", "operations queued before a stream drains", minimum=1),

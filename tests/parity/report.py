@@ -27,6 +27,7 @@ DEVICES = {
     "flex": lambda: Device.flex().autodiff(),
     "cpu": lambda: Device.cpu().autodiff(),
     "wgpu.cpu": lambda: __import__("ember").Device.wgpu(__import__("ember").DeviceKind.cpu()).autodiff(),
+    "cuda": lambda: Device.cuda().autodiff(),
 }
 
 

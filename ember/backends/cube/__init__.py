@@ -4,10 +4,10 @@ layer needs to fuse and replay its work.
 The package offers three things; Dispatch's build (``backends.dispatch._build``) composes
 them into a device's stack:
 
-* ``build_backend(runtime, args, device)``: the Cube backend on the runtime's client. Only the
-  ``cpu`` runtime exists in this build; any other raises ``DeviceUnavailableError`` on the
-  calling thread, as does a machine without a working C compiler (checked once, when the stack
-  is built).
+* ``build_backend(runtime, args, device)``: the Cube backend on the runtime's client (``cpu``,
+  ``cuda`` or ``wgpu``). A runtime that cannot start here (no working C compiler, no driver,
+  a missing package) raises ``DeviceUnavailableError`` on the calling thread, once, when the
+  stack is built.
 * ``default_fusers(backend)``: the fusers (``fusers/``) that run blocks of a drain as one kernel.
 * ``drain_capturer(backend)``: the hook that lets the Fusion layer replay repeated drains over
   the runtime's launch capture (``drain_capturer.py``), or None where they do not replay.

@@ -1,9 +1,9 @@
 """``CubeBackend``: the op catalog on a cube runtime, one ``@cube`` kernel per op.
 
-For now the data ops (from_data, into_data, full, random, sync), casts, layout ops
-(reshape, permute, expand, slice, contiguous, copy as views or copy kernels) and a naive
-batched matmul (so ``ember info`` runs its 2x2 matmul); the rest of the catalog arrives as
-kernels with the next issue. The primitive is a ``CubeTensor``.
+The class holds the data ops (from_data, into_data, full, random, sync) and the layout ops
+(reshape, permute, expand, slice as views; contiguous and copy as copy kernels); the op
+families come from one mixin each, beside their kernels (``elementwise.py``, ``reduce.py``,
+``matmul.py``, ``indexing.py``, ``sort.py``). The primitive is a ``CubeTensor``.
 """
 
 from __future__ import annotations

@@ -265,13 +265,11 @@ def _gpu(tiles: GpuTiles) -> Callable[[Any, CubeTensor, CubeTensor, CubeTensor],
 #: main loop is 83% FFMA by instruction count, 181 registers: one cube per SM); single-buffered
 #: with k steps of 32 and A k-major (32 KiB, 86% FFMA, 121 registers: two cubes per SM hide
 #: each other's barriers); double-buffered with k steps of 8 (16 KiB: fits WGSL's minimum
-#: limit). 4 x 4 per unit on 64 x 64 blocks for products with few 128-blocks per SM. (The
-#: H200 run of 16:05 2026-11-29, ``bench/results/gpu_2026-11-29_h200-evening.md``, measured
-#: 32.4 TFLOP/s = 0.63x torch through Vulkan with the first two-candidate set: 128x128x8, 64x64.)
-#: ``bench/gpu_matmul_f32.py`` ranks these and more variants on CUDA and Vulkan. The first
-#: forces two cubes per SM on CUDA (``occ=2``: 128 registers, no spills): double buffering and a
-#: second cube hiding the barriers, 41.5 TFLOP/s = 0.84x torch at 4096² (H200, run 1 of
-#: ``bench/results/gpu_2026-11-29_h200-night.md``); elsewhere it is the k-major double-buffered tile.
+#: limit). 4 x 4 per unit on 64 x 64 blocks for products with few 128-blocks per SM.
+#: ``bench/gpu_matmul_f32.py`` ranks these and more variants on CUDA and Vulkan (results under
+#: bench/results/). The first forces two cubes per SM on CUDA (``occ=2``: 128 registers, no
+#: spills): double buffering and a second cube hiding the barriers; elsewhere it is the k-major
+#: double-buffered tile.
 GPU_TILES = (
     GpuTiles(128, 128, 16, 8, 8, at=True, occ=2),
     GpuTiles(128, 128, 16, 8, 8),
@@ -544,10 +542,8 @@ MATMUL_TUNABLES = autotune.TunableSet(
         # tiled: a contender where a cube's units run in parallel (GPUs), the fallback on the CPU
         _tunable(MATMUL_CANDIDATES[1], lambda key: 1 if key[-1] == "serial" else 0, 0),
         # tensor cores on CUDA (sm_80+), f16/bf16 only. The hand-written kernels are prepared
-        # first, then the GPU tiles: on the H200 host NVRTC takes about 300 ms for each of
-        # them, 120-280 ms for a tile, 100-150 ms for the others, while the calling thread
-        # spends 0.6 s expanding and rendering the @cube candidates one by one (cold-start
-        # timeline, bench/results/gpu_2026-11-30_h200-s7.md)
+        # first, then the GPU tiles: their NVRTC compiles are the longest, so they overlap the
+        # calling thread's expansion of the @cube candidates
         autotune.Tunable("mma_sync", _launch_mma, 0, 1, valid=_mma_valid, prepare_order=-2),
         # Hopper tensor cores (wgmma + TMA, sm_90a kernels on compute capability 9.0), tried first
         autotune.Tunable("wgmma", _launch_wgmma, 0, 2, valid=_wgmma_valid, prepare_order=-2),
@@ -557,8 +553,8 @@ MATMUL_TUNABLES = autotune.TunableSet(
             autotune.Tunable(t.name, _gpu(t), 0, _prio_gpu, valid=_gpu_valid(t), prepare_order=-1)
             for t in GPU_TILES
         ),
-        # float32 on CUDA cores, hand-written (0.92-0.94x cuBLAS on the H200 against 0.82x for
-        # the best GPU tile: bench/results/f32_2026-11-29_h200.md)
+        # float32 on CUDA cores, hand-written (closer to cuBLAS than the best GPU tile on the
+        # H200; figures under bench/results/)
         *_sgemm_tunables(),
     ],
     key=matmul_key,
