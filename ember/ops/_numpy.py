@@ -39,20 +39,6 @@ def quiet(f: Any) -> Any:
     return op
 
 
-def in_f32(f: Any) -> Any:
-    """``f`` of one array computed in float32 for half inputs, rounded back once."""
-
-    def op(x: np.ndarray) -> np.ndarray:
-        if x.dtype in HALF:
-            with np.errstate(all="ignore"):
-                return f(x.astype(F32)).astype(x.dtype)
-        with np.errstate(all="ignore"):
-            return f(x)
-
-    op.__name__ = getattr(f, "__name__", "op")
-    return op
-
-
 def swap(f: Any) -> Any:
     """``r<op>_scalar(p, s) = op(s, p)``."""
 

@@ -14,6 +14,7 @@ import numpy as np
 from .. import _shape as S
 from .. import dtype as dt
 from ._numpy import F32, HALF, float_reduce, plain_reduce
+from .elementwise import same
 from .grad import Rule, kept, unreduce
 from .registry import Op, register
 
@@ -51,9 +52,6 @@ def _reduce_bool(p: Any, dims: tuple[int, ...], keepdim: bool) -> tuple[Shape, d
 def _arg_reduce_out(p: Any, dim: int, keepdim: bool) -> tuple[Shape, dt.DType]:
     return reduced(p.shape, (dim,), keepdim), dt.int64
 
-
-def _same(p: Any, *_: Any) -> tuple[Shape, dt.DType]:
-    return p.shape, p.dtype
 
 
 # ----------------------------------------------------------------------------- numpy forms
@@ -227,9 +225,9 @@ register(
     Op("any", "reduce", _reduce_bool, flex=plain_reduce(np.any)),
     Op("argmax", "arg_reduce", _arg_reduce_out, flex=_arg_reduce(np.argmax)),
     Op("argmin", "arg_reduce", _arg_reduce_out, flex=_arg_reduce(np.argmin)),
-    Op("cumsum", "scan", _same, flex=_scan(np.cumsum),
+    Op("cumsum", "scan", same, flex=_scan(np.cumsum),
        grad=Rule("", lambda B, g, out, p, dim: _rev_cumsum(B, g, dim))),
-    Op("cumprod", "scan", _same, front=cumprod, flex=_scan(np.cumprod), grad=Rule("p out", _cumprod_grad)),
+    Op("cumprod", "scan", same, front=cumprod, flex=_scan(np.cumprod), grad=Rule("p out", _cumprod_grad)),
     # composites with a kernel on the Cube backend and a dedicated rule: one node and fewer
     # saved values than their expansion
     Op("mean", "normalize", _reduce, flex=_mean, compose=_mean_compose),
@@ -237,9 +235,9 @@ register(
        compose=_var_compose),
     Op("logsumexp", "normalize", _reduce, flex=_logsumexp, compose=_logsumexp_compose,
        grad=Rule("p out", _logsumexp_grad)),
-    Op("softmax", "normalize", _same, flex=_softmax, compose=_softmax_compose,
+    Op("softmax", "normalize", same, flex=_softmax, compose=_softmax_compose,
        grad=Rule("out", lambda B, g, out, p, dim: B.mul(out, B.sub(g, B.sum(B.mul(g, out), (dim,), True))))),
-    Op("log_softmax", "normalize", _same, flex=_log_softmax, compose=_log_softmax_compose,
+    Op("log_softmax", "normalize", same, flex=_log_softmax, compose=_log_softmax_compose,
        grad=Rule("out", lambda B, g, out, p, dim: B.sub(g, B.mul(B.exp(out), B.sum(g, (dim,), True))))),
 )
 

@@ -15,14 +15,12 @@ import numpy as np
 from .. import _shape as S
 from .. import dtype as dt
 from ..errors import ShapeError
+from .elementwise import same
 from .grad import Rule, sum_to, zeros
 from .registry import Op, register
 
 Shape = tuple[int, ...]
 
-
-def _same(p: Any, *_: Any) -> tuple[Shape, dt.DType]:
-    return p.shape, p.dtype
 
 
 def _slice_out(p: Any, slices: tuple[slice, ...]) -> tuple[Shape, dt.DType]:
@@ -165,17 +163,17 @@ register(
        replay=False,       grad=Rule("", lambda B, g, out, p, shape: sum_to(B, g, p))),
     Op("slice", "shape", recompute=True, out=_slice_out, flex=lambda p, slices: p[slices], replay=False,
        grad=Rule("", lambda B, g, out, p, slices: B.slice_assign(zeros(B, p, g), slices, g))),
-    Op("flip", "shape", recompute=True, out=_same, flex=lambda p, dims: np.flip(p, dims),
+    Op("flip", "shape", recompute=True, out=same, flex=lambda p, dims: np.flip(p, dims),
        grad=Rule("", lambda B, g, out, p, dims: B.flip(g, dims))),
-    Op("contiguous", "shape", recompute=True, out=_same, flex=_contiguous, grad=Rule("", lambda B, g, out, p: g)),
+    Op("contiguous", "shape", recompute=True, out=same, flex=_contiguous, grad=Rule("", lambda B, g, out, p: g)),
     # primitives are immutable: on Flex sharing is a copy
-    Op("copy", "shape", recompute=True, out=_same, flex=lambda p: p, grad=Rule("", lambda B, g, out, p: g)),
+    Op("copy", "shape", recompute=True, out=same, flex=lambda p: p, grad=Rule("", lambda B, g, out, p: g)),
     Op("cat", "shape", _cat_out, flex=lambda ps, dim: np.concatenate(ps, axis=dim), grad=Rule("", _cat_grad)),
     Op("pad", "shape", lambda p, pads, v: (tuple(n + a + b for n, (a, b) in zip(p.shape, pads)), p.dtype),
        flex=_pad, grad=Rule("", lambda B, g, out, p, pads, value: B.slice(
            g, tuple(slice(lo, lo + n, 1) for (lo, _), n in zip(pads, p))))),
-    Op("tril", "shape", _same, flex=np.tril, grad=Rule("", lambda B, g, out, p, diagonal: B.tril(g, diagonal))),
-    Op("triu", "shape", _same, flex=np.triu, grad=Rule("", lambda B, g, out, p, diagonal: B.triu(g, diagonal))),
+    Op("tril", "shape", same, flex=np.tril, grad=Rule("", lambda B, g, out, p, diagonal: B.tril(g, diagonal))),
+    Op("triu", "shape", same, flex=np.triu, grad=Rule("", lambda B, g, out, p, diagonal: B.triu(g, diagonal))),
     # roll(p, shifts, dims): shifts non-negative and below each dim's size, one per dim
     Op("roll", "shape", front=roll, compose=_roll_compose, flex=lambda p, shifts, dims: np.roll(p, shifts, dims),
        grad=Rule("", _roll_grad)),
