@@ -9,13 +9,16 @@ a lazy device is synced at the end of every loop, inside the timed part. A row's
 the median over rounds of the per-round ratio autodiff / plain, which stays stable while the
 shared machine changes speed; the times shown are the medians per call.
 
-Rows marked ``tracked`` run the op with ``requires_grad=True`` inputs (recording, no
+Rows marked ``no_grad`` run the op on ``requires_grad=True`` inputs inside ``ember.no_grad()``
+(inference with a model's parameters): nothing is recorded, so they are held to the same
+goal. Rows marked ``tracked`` run it on ``requires_grad=True`` inputs with recording on (no
 backward) and compare with the plain device too: they show what recording costs, and are
 the figures to compare before and after a change of the autodiff layer.
 
     python bench/untracked.py                    # both pairs, every op
     python bench/untracked.py --pairs flex       # Flex only
     python bench/untracked.py --only add,sum     # rows whose names contain these substrings
+    python bench/untracked.py --kinds untracked  # only the untracked rows
     python bench/untracked.py --save PATH        # also write the table (markdown) to PATH
 """
 
@@ -97,33 +100,36 @@ PAIRS = {"flex": (Device.flex, lambda: Device.flex().autodiff()),
          "cpu": (Device.cpu, lambda: Device.cpu().autodiff())}
 
 
-def _loop(fn: Callable[[Inputs], Any], x: Inputs, number: int, sync: Callable[[], None]) -> float:
-    """Seconds (process time) per call of ``number`` calls of ``fn(x)``, synced at the end."""
-    t0 = time.process_time()
-    for _ in range(number):
-        fn(x)
-    sync()
-    return (time.process_time() - t0) / number
+def _loop(fn: Callable[[Inputs], Any], x: Inputs, number: int, sync: Callable[[], None],
+          grad: bool) -> float:
+    """Seconds (process time) per call of ``number`` calls of ``fn(x)``, synced at the end;
+    inside ``no_grad`` unless ``grad``."""
+    with ember.enable_grad() if grad else ember.no_grad():
+        t0 = time.process_time()
+        for _ in range(number):
+            fn(x)
+        sync()
+        return (time.process_time() - t0) / number
 
 
 def measure(fn: Callable[[Inputs], Any], plain: Inputs, auto: Inputs, rounds: int,
-            number: int) -> tuple[float, float, float]:
+            number: int, grad: bool = True) -> tuple[float, float, float]:
     """(plain s/call, autodiff s/call, median per-round ratio), alternating the order per round."""
     sp, sa = plain["dev"].backend().sync, auto["dev"].backend().sync
     for _ in range(2):  # warm-up: caches, compiled kernels, replay plans
-        _loop(fn, plain, number, sp)
-        _loop(fn, auto, number, sa)
+        _loop(fn, plain, number, sp, grad)
+        _loop(fn, auto, number, sa, grad)
     tp, ta, ratios = [], [], []
     gc_was = gc.isenabled()
     gc.disable()  # a collection inside one side's loop would charge it alone
     try:
         for r in range(rounds):
             if r % 2 == 0:
-                p = _loop(fn, plain, number, sp)
-                a = _loop(fn, auto, number, sa)
+                p = _loop(fn, plain, number, sp, grad)
+                a = _loop(fn, auto, number, sa, grad)
             else:
-                a = _loop(fn, auto, number, sa)
-                p = _loop(fn, plain, number, sp)
+                a = _loop(fn, auto, number, sa, grad)
+                p = _loop(fn, plain, number, sp, grad)
             tp.append(p)
             ta.append(a)
             ratios.append(a / p)
@@ -147,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="", help="comma-separated substrings of row names")
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--number", type=int, default=400)
-    ap.add_argument("--no-tracked", action="store_true", help="skip the requires_grad=True rows")
+    ap.add_argument("--kinds", default="untracked,no_grad,tracked", help="comma-separated row kinds")
     ap.add_argument("--save", default="", help="also write the markdown table to this path")
     args = ap.parse_args(argv)
     only = [s for s in args.only.split(",") if s]
@@ -159,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         mk_plain, mk_auto = PAIRS[pair]
         plain_dev, auto_dev = mk_plain(), mk_auto()
         plain, auto, auto_t = _inputs(plain_dev, False), _inputs(auto_dev, False), _inputs(auto_dev, True)
-        for kind, tracked_rows in (("untracked", False), ("tracked", True)):
-            if tracked_rows and args.no_tracked:
+        for kind in ("untracked", "no_grad", "tracked"):
+            tracked_rows = kind != "untracked"
+            if kind not in args.kinds.split(","):
                 continue
             ratios = []
             for name, (fn, has_tracked) in OPS.items():
@@ -168,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 if tracked_rows and not has_tracked:
                     continue
-                tp, ta, r = measure(fn, plain, auto_t if tracked_rows else auto, args.rounds, args.number)
+                tp, ta, r = measure(fn, plain, auto_t if tracked_rows else auto, args.rounds, args.number,
+                                    grad=kind != "no_grad")
                 ratios.append(r)
                 row = f"| {pair} {kind} | {name} | {tp * 1e6:.2f} | {ta * 1e6:.2f} | {r:.3f} |"
                 lines.append(row)

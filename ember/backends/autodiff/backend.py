@@ -63,7 +63,6 @@ _FIRST_ONLY: dict[str, int] = {
     **{op: 2 for op in _SCALAR_NAMES},
     **{op: 3 for op in REDUCE_OPS + ARG_REDUCE_OPS},
 }
-_SEQ = (tuple, list)
 
 
 def _keep(t: ADTensor) -> Any:
@@ -151,11 +150,12 @@ class Autodiff(Backend):
     def _first_op(self, fn: Callable[..., Any], rule: Rule | None, arity: int) -> Callable[..., Any]:
         """An op whose only tensor argument is the first, taking ``arity`` arguments."""
         AD = ADTensor
-        if rule is None:
-            def untracked(p: Any, *args: Any) -> Any:
-                return fn(p.inner if p.__class__ is AD else p, *args)
-
-            return untracked
+        if rule is None:  # not differentiable: unwrap, never record
+            if arity == 1:
+                return lambda p: fn(p.inner if p.__class__ is AD else p)
+            if arity == 2:
+                return lambda p, a: fn(p.inner if p.__class__ is AD else p, a)
+            return lambda p, *args: fn(p.inner if p.__class__ is AD else p, *args)
         record = self._record
         if arity == 1:
             def op1(p: Any) -> Any:
@@ -214,8 +214,9 @@ class Autodiff(Backend):
         record = self._record
 
         def op(*call: Any) -> Any:
-            for a in call:
-                if _tracked(a):
+            for a in call:  # (``_tracked`` inlined: this loop is the untracked path)
+                c = a.__class__
+                if c is ADTensor or ((c is tuple or c is list) and _any_tracked(a)):
                     break
             else:
                 return fn(*call)
@@ -231,7 +232,8 @@ class Autodiff(Backend):
 
         def op(*call: Any) -> Any:
             for a in call:
-                if _tracked(a):
+                c = a.__class__
+                if c is ADTensor or ((c is tuple or c is list) and _any_tracked(a)):
                     break
             else:
                 return fn(*call)
