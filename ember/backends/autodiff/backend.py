@@ -156,7 +156,7 @@ class Autodiff(Backend):
             if arity == 2:
                 return lambda p, a: fn(p.inner if p.__class__ is AD else p, a)
             return lambda p, *args: fn(p.inner if p.__class__ is AD else p, *args)
-        record = self._record
+        record = self._record if rule.reads is not None else self._first_recorder(rule, fn)
         if arity == 1:
             def op1(p: Any) -> Any:
                 if p.__class__ is not AD:
@@ -197,7 +197,7 @@ class Autodiff(Backend):
                 return fn(a.inner if a.__class__ is AD else a, b.inner if b.__class__ is AD else b)
 
             return untracked
-        record = self._record
+        record = self._binary_recorder(rule, fn)
 
         def op(a: Any, b: Any) -> Any:
             ta = a.__class__ is AD
@@ -252,6 +252,53 @@ class Autodiff(Backend):
         return op
 
     # ------------------------------------------------------------------ recording
+    def _first_recorder(self, rule: Rule, fn: Callable[..., Any]) -> Callable[..., ADTensor]:
+        """``_record`` for the ops whose only tensor argument is the first (``call[0]``, tracked):
+        one node of one parent, the kept value or shape of ``call[0]`` and the other arguments
+        as they are (``Node.saved``'s layout), without the generic argument walk."""
+        keep_p = 0 in rule.saves
+        saves_out = rule.saves_out
+        recipe = self._balanced and rule.recompute
+
+        def record(_rule: Rule, _fn: Callable[..., Any], call: tuple[Any, ...], out: Any) -> ADTensor:
+            p = call[0]
+            node = Node((p.node,), (p.shape,), rule)
+            if recipe:
+                node.recipe = Recipe(fn, (_keep(p), *call[1:]))
+            o = (out if node.recipe is None else node.recipe) if saves_out else None
+            node.saved = (o, _keep(p) if keep_p else p.shape, *call[1:])
+            return ADTensor(out, node)
+
+        return record
+
+    def _binary_recorder(self, rule: Rule, fn: Callable[..., Any]) -> Callable[..., ADTensor]:
+        """``_record`` for the ops of two tensor arguments (at least one tracked), unrolled."""
+        AD = ADTensor
+        none: frozenset[int] = frozenset()
+        reads = rule.reads or {}
+        reads0, reads1 = reads.get(0, none), reads.get(1, none)
+        saves_out = rule.saves_out
+        recipe = self._balanced and rule.recompute
+
+        def record(_rule: Rule, _fn: Callable[..., Any], call: tuple[Any, ...], out: Any) -> ADTensor:
+            a, b = call
+            ta = a.__class__ is AD
+            tb = b.__class__ is AD
+            saves = rule.saves
+            if ta and reads0:
+                saves = saves | reads0
+            if tb and reads1:
+                saves = saves | reads1
+            node = Node((a.node if ta else None, b.node if tb else None), (a.shape, b.shape), rule)
+            if recipe:
+                node.recipe = Recipe(fn, (_keep(a) if ta else a, _keep(b) if tb else b))
+            o = (out if node.recipe is None else node.recipe) if saves_out else None
+            node.saved = (o, ((_keep(a) if ta else a) if 0 in saves else a.shape),
+                          ((_keep(b) if tb else b) if 1 in saves else b.shape))
+            return ADTensor(out, node)
+
+        return record
+
     def _record(self, rule: Rule, fn: Callable[..., Any], call: tuple[Any, ...], out: Any,
                 extra: tuple[Any, ...] = ()) -> ADTensor:
         """``out`` (= ``fn`` applied to ``call`` unwrapped) as a tracked result of ``rule``;
@@ -271,19 +318,14 @@ class Autodiff(Backend):
             c = a.__class__
             if c is ADTensor:
                 parents.append(a.node)
-                shapes.append(a.inner.shape)
-                saved.append(_keep(a) if i in saves else a.inner.shape)
+                shapes.append(a.shape)
+                saved.append(_keep(a) if i in saves else a.shape)
             elif (c is tuple or c is list) and a and _is_value(a[0]):  # a tensor list
                 keep = i in saves
                 for t in a:
-                    if t.__class__ is ADTensor:
-                        parents.append(t.node)
-                        shapes.append(t.inner.shape)
-                    else:
-                        parents.append(None)
-                        shapes.append(t.shape)
-                saved.append(tuple((_keep(t) if t.__class__ is ADTensor else t) if keep else
-                                   (t.inner.shape if t.__class__ is ADTensor else t.shape) for t in a))
+                    parents.append(t.node if t.__class__ is ADTensor else None)
+                    shapes.append(t.shape)
+                saved.append(tuple((_keep(t) if t.__class__ is ADTensor else t) if keep else t.shape for t in a))
             elif hasattr(a, "shape"):  # an untracked tensor: its own value
                 parents.append(None)
                 shapes.append(a.shape)

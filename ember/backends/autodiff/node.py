@@ -29,15 +29,13 @@ class ADTensor:
     (the graph node behind it: a leaf's node, or the node of the op that produced it; never
     None, since an untracked value is not wrapped)."""
 
-    __slots__ = ("inner", "node")
+    # ``shape`` is a slot, not a property: the Tensor API reads it several times per op
+    __slots__ = ("inner", "node", "shape")
 
-    def __init__(self, inner: Any, node: Node | None) -> None:
+    def __init__(self, inner: Any, node: Node) -> None:
         self.inner = inner
         self.node = node
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.inner.shape
+        self.shape: tuple[int, ...] = inner.shape
 
     def __repr__(self) -> str:
         kind = "leaf" if self.node.rule is None else "tracked"
