@@ -220,8 +220,9 @@ class Autodiff(Backend):
                     break
             else:
                 return fn(*call)
-            out = fn(*[_unwrap(a) for a in call])
-            return record(rule, fn, call, out) if mode.enabled else out
+            if not mode.enabled:
+                return fn(*map(_unwrap, call))
+            return record(rule, fn, call, fn(*map(_unwrap, call)))
 
         return op
 
@@ -239,7 +240,7 @@ class Autodiff(Backend):
                 return fn(*call)
             if mode.enabled:
                 return compose(self, *call)
-            return fn(*[_unwrap(a) for a in call])
+            return fn(*map(_unwrap, call))
 
         return op
 
@@ -247,7 +248,7 @@ class Autodiff(Backend):
         """An op without a gradient (its results are never tracked)."""
 
         def op(*call: Any) -> Any:
-            return fn(*[_unwrap(a) for a in call])
+            return fn(*map(_unwrap, call))
 
         return op
 
