@@ -1,29 +1,38 @@
 """Autodiff: a decorator that records a backward step for every op, over any backend.
 
-Every op runs the inner backend's op on the inner primitives and wraps the result in an
-:class:`ADTensor`. When no input is tracked (or grad mode is off) that is all it does: the
-hot path is one attribute test, the inner call and one slotted object, with nothing else
-allocated. Otherwise ``_record`` adds a graph node holding the op's rule (``rules.RULES``)
-and the values the rule needs; ``backward`` walks the nodes (``node.run_backward``) and
-runs every rule on the *inner* backend, so on a lazy backend the backward ops are fused
-like any others.
+Two kinds of primitive (the invariant the whole module keeps):
 
-The regular op families (unary, scalar, binary, reductions) get their methods generated
-per instance as closures over the inner op and its rule, so a call costs one frame. The
-other ops are written out below, each with its catalog signature.
+* an untracked value is the inner backend's primitive itself, unwrapped;
+* a tracked value is an :class:`ADTensor`: the inner primitive and the (never None) graph
+  :class:`Node` that produced it. Only floating point values are ever tracked.
+
+So an op whose arguments are all untracked (or that runs under ``no_grad``) is the inner
+op on the same arguments: its method tests each tensor argument's class and calls the inner
+method, allocating nothing; the plain device's call plus one frame (issue 18: <= 1.1x the
+plain device per op). Otherwise the tracked arguments are unwrapped, and while grad mode is
+on (read only here, on the tracked path) ``_record`` adds a node holding the op's rule
+(``rules.RULES``) and the values the rule needs; ``backward`` walks the nodes
+(``node.run_backward``) and runs every rule on the *inner* backend, so on a lazy backend the
+backward ops are fused like any others.
+
+Every op method is generated per instance as a closure over the inner op and its rule (one
+frame per call), by the factory of its calling convention: the first argument the only
+tensor (``_first_op``, by arity), two tensors (``_binary_op``), tensors anywhere
+(``_mixed_op``), a composite without a rule of its own (``_composite_op``: the inner
+backend's composite when untracked, its decomposition over this backend when tracked), no
+gradient at all (``_untracked_op``). ``cast`` and the data and autodiff hooks are written out.
 """
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from ... import dtype as dt
 from ... import tracing
 from ...errors import AutodiffError
-from ...ops import primitives
+from ...ops import REGISTRY, primitives
 from ..base import (
     ARG_REDUCE_OPS,
     BINARY_OPS,
@@ -45,32 +54,52 @@ __all__ = ["Autodiff"]
 CHECKPOINTING = ("none", "balanced")
 _SCALAR_NAMES = tuple(f"{o}_scalar" for o in SCALAR_OPS) + tuple(f"r{o}_scalar" for o in REVERSED_SCALAR_OPS)
 
+#: ops whose only tensor argument is the first, with their arity
+_FIRST_ONLY: dict[str, int] = {
+    "clamp": 3, "cumsum": 2, "cumprod": 2, "softmax": 2, "log_softmax": 2, "logsumexp": 3,
+    "reshape": 2, "permute": 2, "expand": 2, "slice": 2, "flip": 2, "contiguous": 1, "copy": 1,
+    "pad": 3, "tril": 2, "triu": 2, "roll": 3, "diagonal": 4,
+    **{op: 1 for op in UNARY_OPS + PREDICATE_OPS},
+    **{op: 2 for op in _SCALAR_NAMES},
+    **{op: 3 for op in REDUCE_OPS + ARG_REDUCE_OPS},
+}
+
 
 def _keep(t: ADTensor) -> Any:
-    """What the graph keeps to read ``t``'s value in backward: its recipe when ``t`` is a
-    recomputable result (balanced checkpointing), else the value itself."""
-    n = t.node
-    if n is None or n.recipe is None:
-        return t.inner
-    return n.recipe
+    """What the graph keeps to read tracked ``t``'s value in backward: its recipe when ``t``
+    is a recomputable result (balanced checkpointing), else the value itself."""
+    r = t.node.recipe
+    return t.inner if r is None else r
 
 
-def _is_tensor_list(a: Any) -> bool:
-    return (type(a) is tuple or type(a) is list) and len(a) > 0 and type(a[0]) is ADTensor
-
-
-def _unwrap(a: Any) -> Any:
-    if type(a) is ADTensor:
-        return a.inner
-    if _is_tensor_list(a):
-        return type(a)(t.inner for t in a)
-    return a
+def _any_tracked(seq: Any) -> bool:
+    for t in seq:
+        if t.__class__ is ADTensor:
+            return True
+    return False
 
 
 def _tracked(a: Any) -> bool:
-    if type(a) is ADTensor:
-        return a.node is not None
-    return _is_tensor_list(a) and any(t.node is not None for t in a)
+    """Whether argument ``a`` is, or is a tensor list holding, a tracked value."""
+    c = a.__class__
+    return c is ADTensor or ((c is tuple or c is list) and _any_tracked(a))
+
+
+def _unwrap(a: Any) -> Any:
+    """Argument ``a`` with every tracked value replaced by its inner primitive."""
+    c = a.__class__
+    if c is ADTensor:
+        return a.inner
+    if (c is tuple or c is list) and _any_tracked(a):
+        return c(t.inner if t.__class__ is ADTensor else t for t in a)
+    return a
+
+
+def _is_value(a: Any) -> bool:
+    """Whether argument ``a`` is a tensor (tracked or an inner primitive). The catalog's other
+    arguments (Python scalars, tuples of dims, sizes, slices or pads, dtypes, strings, None)
+    have no ``shape``; every primitive has one."""
+    return a.__class__ is ADTensor or hasattr(a, "shape")
 
 
 class Autodiff(Backend):
@@ -87,92 +116,194 @@ class Autodiff(Backend):
         # backward rules call the inner backend's own methods
         replayed = getattr(inner, "replayed", None) or {}
         self._fns: dict[str, Callable[..., Any]] = {op: replayed.get(op) or getattr(inner, op) for op in CATALOG}
-        for names, factory in (
-            (UNARY_OPS + PREDICATE_OPS, self._unary_op),
-            (_SCALAR_NAMES, self._scalar_op),
-            (BINARY_OPS + ("matmul",), self._binary_op),
-            (REDUCE_OPS, self._reduce_op),
-            (ARG_REDUCE_OPS, self._arg_reduce_op),
-        ):
-            for op in names:
-                method = factory(self._fns[op], RULES.get(op))
-                method.__name__ = method.__qualname__ = op
-                setattr(self, op, method)
-        # every other differentiable registry op without a method of its own records its rule
-        # through the generic path (tensors anywhere among the arguments)
+        methods: dict[str, Callable[..., Any]] = {}
+        for op, arity in _FIRST_ONLY.items():
+            methods[op] = self._first_op(self._fns[op], RULES.get(op), arity)
+        for op in BINARY_OPS + ("matmul",):
+            methods[op] = self._binary_op(self._fns[op], RULES.get(op))
+        # every other differentiable registry op records its rule through the generic path
+        # (tensors anywhere among the arguments: where, cat, the indexing ops, lerp, ...)
         for op in RULES:
-            if op not in self.__dict__ and op not in Autodiff.__dict__:
-                setattr(self, op, functools.partial(self._mixed, op))
-        # the non-differentiable primitives of the other families (argsort) forward untracked
-        for op in primitives("sort"):
-            if op not in self.__dict__ and op not in Autodiff.__dict__:
-                setattr(self, op, functools.partial(self._untracked, op))
+            if op not in methods and op not in Autodiff.__dict__:
+                methods[op] = self._mixed_op(self._fns[op], RULES[op])
+        for op, entry in REGISTRY.items():
+            if op in methods or op in Autodiff.__dict__:
+                continue
+            if entry.compose is not None:  # a composite without a rule of its own (mean, gelu, ...)
+                methods[op] = self._composite_op(self._fns[op], getattr(Backend, op))
+            elif op in primitives("sort"):  # non-differentiable primitives (argsort): never tracked
+                methods[op] = self._untracked_op(self._fns[op])
+        for op, method in methods.items():
+            method.__name__ = method.__qualname__ = op
+            setattr(self, op, method)
+        # creation makes untracked values: the inner methods themselves
+        self.full = self._fns["full"]
+        self.random = self._fns["random"]
 
     def __repr__(self) -> str:
         return f"Autodiff({self.inner!r}, checkpointing={self.checkpointing!r})"
 
     # ------------------------------------------------------------------ op families
     # Each factory returns the op's method. ``rule`` None means not differentiable: the
-    # result is untracked whatever the inputs.
-    def _unary_op(self, fn: Callable[..., Any], rule: Rule | None) -> Callable[..., ADTensor]:
-        if rule is None:
-            return lambda p: ADTensor(fn(p.inner), None)
-        record = self._record
+    # result is untracked whatever the inputs. Fast path first: no tracked argument, the
+    # inner op on the arguments as they are.
+    def _first_op(self, fn: Callable[..., Any], rule: Rule | None, arity: int) -> Callable[..., Any]:
+        """An op whose only tensor argument is the first, taking ``arity`` arguments."""
+        AD = ADTensor
+        if rule is None:  # not differentiable: unwrap, never record
+            if arity == 1:
+                return lambda p: fn(p.inner if p.__class__ is AD else p)
+            if arity == 2:
+                return lambda p, a: fn(p.inner if p.__class__ is AD else p, a)
+            return lambda p, *args: fn(p.inner if p.__class__ is AD else p, *args)
+        record = self._record if rule.reads is not None else self._first_recorder(rule, fn)
+        if arity == 1:
+            def op1(p: Any) -> Any:
+                if p.__class__ is not AD:
+                    return fn(p)
+                out = fn(p.inner)
+                return record(rule, fn, (p,), out) if mode.enabled else out
 
-        def op(p: ADTensor) -> ADTensor:
-            out = fn(p.inner)
-            if p.node is None or not mode.enabled:
-                return ADTensor(out, None)
-            return record(rule, fn, (p,), out)
+            return op1
+        if arity == 2:
+            def op2(p: Any, a: Any) -> Any:
+                if p.__class__ is not AD:
+                    return fn(p, a)
+                out = fn(p.inner, a)
+                return record(rule, fn, (p, a), out) if mode.enabled else out
 
-        return op
+            return op2
+        if arity == 3:
+            def op3(p: Any, a: Any, b: Any) -> Any:
+                if p.__class__ is not AD:
+                    return fn(p, a, b)
+                out = fn(p.inner, a, b)
+                return record(rule, fn, (p, a, b), out) if mode.enabled else out
 
-    def _scalar_op(self, fn: Callable[..., Any], rule: Rule | None) -> Callable[..., ADTensor]:
-        if rule is None:
-            return lambda p, s: ADTensor(fn(p.inner, s), None)
-        record = self._record
+            return op3
 
-        def op(p: ADTensor, s: Any) -> ADTensor:
-            out = fn(p.inner, s)
-            if p.node is None or not mode.enabled:
-                return ADTensor(out, None)
-            return record(rule, fn, (p, s), out)
-
-        return op
-
-    def _binary_op(self, fn: Callable[..., Any], rule: Rule | None) -> Callable[..., ADTensor]:
-        if rule is None:
-            return lambda a, b: ADTensor(fn(a.inner, b.inner), None)
-        record = self._record
-
-        def op(a: ADTensor, b: ADTensor) -> ADTensor:
-            out = fn(a.inner, b.inner)
-            if (a.node is None and b.node is None) or not mode.enabled:
-                return ADTensor(out, None)
-            return record(rule, fn, (a, b), out)
-
-        return op
-
-    def _reduce_op(self, fn: Callable[..., Any], rule: Rule | None) -> Callable[..., ADTensor]:
-        if rule is None:
-            return lambda p, dims, keepdim: ADTensor(fn(p.inner, dims, keepdim), None)
-        record = self._record
-
-        def op(p: ADTensor, dims: tuple[int, ...], keepdim: bool) -> ADTensor:
-            out = fn(p.inner, dims, keepdim)
-            if p.node is None or not mode.enabled:
-                return ADTensor(out, None)
-            return record(rule, fn, (p, dims, keepdim), out)
+        def op(p: Any, *args: Any) -> Any:
+            if p.__class__ is not AD:
+                return fn(p, *args)
+            out = fn(p.inner, *args)
+            return record(rule, fn, (p, *args), out) if mode.enabled else out
 
         return op
 
-    def _arg_reduce_op(self, fn: Callable[..., Any], rule: Rule | None) -> Callable[..., ADTensor]:
-        return lambda p, dim, keepdim: ADTensor(fn(p.inner, dim, keepdim), None)
+    def _binary_op(self, fn: Callable[..., Any], rule: Rule | None) -> Callable[..., Any]:
+        AD = ADTensor
+        if rule is None:
+            def untracked(a: Any, b: Any) -> Any:
+                return fn(a.inner if a.__class__ is AD else a, b.inner if b.__class__ is AD else b)
+
+            return untracked
+        record = self._binary_recorder(rule, fn)
+
+        def op(a: Any, b: Any) -> Any:
+            ta = a.__class__ is AD
+            tb = b.__class__ is AD
+            if not (ta or tb):
+                return fn(a, b)
+            out = fn(a.inner if ta else a, b.inner if tb else b)
+            return record(rule, fn, (a, b), out) if mode.enabled else out
+
+        return op
+
+    def _mixed_op(self, fn: Callable[..., Any], rule: Rule) -> Callable[..., Any]:
+        """An op with tensors (or tensor lists) anywhere among its arguments."""
+        record = self._record
+
+        def op(*call: Any) -> Any:
+            for a in call:  # (``_tracked`` inlined: this loop is the untracked path)
+                c = a.__class__
+                if c is ADTensor or ((c is tuple or c is list) and _any_tracked(a)):
+                    break
+            else:
+                return fn(*call)
+            if not mode.enabled:
+                return fn(*map(_unwrap, call))
+            return record(rule, fn, call, fn(*map(_unwrap, call)))
+
+        return op
+
+    def _composite_op(self, fn: Callable[..., Any], compose: Callable[..., Any]) -> Callable[..., Any]:
+        """A composite op without a rule: the inner backend's own (maybe direct) implementation
+        when no argument is tracked, else its decomposition over this backend (``compose``,
+        the catalog's default method), which records the primitives it is made of."""
+
+        def op(*call: Any) -> Any:
+            for a in call:
+                c = a.__class__
+                if c is ADTensor or ((c is tuple or c is list) and _any_tracked(a)):
+                    break
+            else:
+                return fn(*call)
+            if mode.enabled:
+                return compose(self, *call)
+            return fn(*map(_unwrap, call))
+
+        return op
+
+    def _untracked_op(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """An op without a gradient (its results are never tracked)."""
+
+        def op(*call: Any) -> Any:
+            return fn(*map(_unwrap, call))
+
+        return op
 
     # ------------------------------------------------------------------ recording
+    def _first_recorder(self, rule: Rule, fn: Callable[..., Any]) -> Callable[..., ADTensor]:
+        """``_record`` for the ops whose only tensor argument is the first (``call[0]``, tracked):
+        one node of one parent, the kept value or shape of ``call[0]`` and the other arguments
+        as they are (``Node.saved``'s layout), without the generic argument walk."""
+        keep_p = 0 in rule.saves
+        saves_out = rule.saves_out
+        recipe = self._balanced and rule.recompute
+
+        def record(_rule: Rule, _fn: Callable[..., Any], call: tuple[Any, ...], out: Any) -> ADTensor:
+            p = call[0]
+            node = Node((p.node,), (p.shape,), rule)
+            if recipe:
+                node.recipe = Recipe(fn, (_keep(p), *call[1:]))
+            o = (out if node.recipe is None else node.recipe) if saves_out else None
+            node.saved = (o, _keep(p) if keep_p else p.shape, *call[1:])
+            return ADTensor(out, node)
+
+        return record
+
+    def _binary_recorder(self, rule: Rule, fn: Callable[..., Any]) -> Callable[..., ADTensor]:
+        """``_record`` for the ops of two tensor arguments (at least one tracked), unrolled."""
+        AD = ADTensor
+        none: frozenset[int] = frozenset()
+        reads = rule.reads or {}
+        reads0, reads1 = reads.get(0, none), reads.get(1, none)
+        saves_out = rule.saves_out
+        recipe = self._balanced and rule.recompute
+
+        def record(_rule: Rule, _fn: Callable[..., Any], call: tuple[Any, ...], out: Any) -> ADTensor:
+            a, b = call
+            ta = a.__class__ is AD
+            tb = b.__class__ is AD
+            saves = rule.saves
+            if ta and reads0:
+                saves = saves | reads0
+            if tb and reads1:
+                saves = saves | reads1
+            node = Node((a.node if ta else None, b.node if tb else None), (a.shape, b.shape), rule)
+            if recipe:
+                node.recipe = Recipe(fn, (_keep(a) if ta else a, _keep(b) if tb else b))
+            o = (out if node.recipe is None else node.recipe) if saves_out else None
+            node.saved = (o, ((_keep(a) if ta else a) if 0 in saves else a.shape),
+                          ((_keep(b) if tb else b) if 1 in saves else b.shape))
+            return ADTensor(out, node)
+
+        return record
+
     def _record(self, rule: Rule, fn: Callable[..., Any], call: tuple[Any, ...], out: Any,
                 extra: tuple[Any, ...] = ()) -> ADTensor:
-        """``out`` (= ``fn`` applied to ``call`` unwrapped) as a tracked result of ``rule``.
+        """``out`` (= ``fn`` applied to ``call`` unwrapped) as a tracked result of ``rule``;
+        ``call`` has at least one tracked value.
 
         ``extra`` is appended to the rule's arguments (facts the call does not carry).
         """
@@ -182,189 +313,92 @@ class Autodiff(Backend):
         saves = rule.saves
         if rule.reads is not None:  # keep only what the tracked inputs' gradients read
             for i, reads in rule.reads.items():
-                if call[i].node is not None:
+                if _tracked(call[i]):
                     saves = saves | reads
         for i, a in enumerate(call):
-            if type(a) is ADTensor:
+            c = a.__class__
+            if c is ADTensor:
                 parents.append(a.node)
-                shapes.append(a.inner.shape)
-                saved.append(_keep(a) if i in saves else a.inner.shape)
-            elif _is_tensor_list(a):
-                parents.extend(t.node for t in a)
-                shapes.extend(t.inner.shape for t in a)
-                saved.append(tuple(_keep(t) if i in saves else t.inner.shape for t in a))
+                shapes.append(a.shape)
+                saved.append(_keep(a) if i in saves else a.shape)
+            elif (c is tuple or c is list) and a and _is_value(a[0]):  # a tensor list
+                keep = i in saves
+                for t in a:
+                    parents.append(t.node if t.__class__ is ADTensor else None)
+                    shapes.append(t.shape)
+                saved.append(tuple((_keep(t) if t.__class__ is ADTensor else t) if keep else t.shape for t in a))
+            elif hasattr(a, "shape"):  # an untracked tensor: its own value
+                parents.append(None)
+                shapes.append(a.shape)
+                saved.append(a if i in saves else a.shape)
             else:
                 saved.append(a)
         node = Node(tuple(parents), tuple(shapes), rule)
         if self._balanced and rule.recompute:
-            node.recipe = Recipe(fn, tuple(_keep(a) if type(a) is ADTensor else a for a in call))
+            node.recipe = Recipe(fn, tuple(_keep(a) if a.__class__ is ADTensor else a for a in call))
         if rule.saves_out:
             saved[0] = out if node.recipe is None else node.recipe
         node.saved = (*saved, *extra)
         return ADTensor(out, node)
 
-    def _one(self, op: str, p: ADTensor, *args: Any) -> ADTensor:
-        """An op whose only tensor argument is the first."""
-        fn = self._fns[op]
-        out = fn(p.inner, *args)
-        if p.node is None or not mode.enabled:
-            return ADTensor(out, None)
-        return self._record(RULES[op], fn, (p, *args), out)
-
-    def _mixed(self, op: str, *call: Any) -> ADTensor:
-        """An op with tensors (or tensor lists) anywhere among its arguments."""
-        fn = self._fns[op]
-        out = fn(*[_unwrap(a) for a in call])
-        if mode.enabled and any(_tracked(a) for a in call):
-            return self._record(RULES[op], fn, call, out)
-        return ADTensor(out, None)
-
-    def _untracked(self, op: str, *call: Any) -> ADTensor:
-        """An op without a gradient (its results are never tracked)."""
-        return ADTensor(self._fns[op](*[_unwrap(a) for a in call]), None)
-
     # ------------------------------------------------------------------ data (never tracked)
-    def dtype(self, p: ADTensor) -> dt.DType:
-        return self.inner.dtype(p.inner)
+    def dtype(self, p: Any) -> dt.DType:
+        return self.inner.dtype(p.inner if p.__class__ is ADTensor else p)
 
-    def from_data(self, array: Any, dtype: dt.DType) -> ADTensor:
+    def from_data(self, array: Any, dtype: dt.DType) -> Any:
         if tracing.active:
             with tracing.span("from_data", layer="autodiff"):
-                return ADTensor(self.inner.from_data(array, dtype), None)
-        return ADTensor(self.inner.from_data(array, dtype), None)
+                return self.inner.from_data(array, dtype)
+        return self.inner.from_data(array, dtype)
 
-    def into_data(self, p: ADTensor) -> Any:
+    def into_data(self, p: Any) -> Any:
+        if p.__class__ is ADTensor:
+            p = p.inner
         if tracing.active:
             with tracing.span("into_data", layer="autodiff"):
-                return self.inner.into_data(p.inner)
-        return self.inner.into_data(p.inner)
+                return self.inner.into_data(p)
+        return self.inner.into_data(p)
 
-    def item(self, p: ADTensor) -> Any:
-        return self.inner.item(p.inner)  # untraced: see Dispatch.item
-
-    def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> ADTensor:
-        return ADTensor(self.inner.full(shape, value, dtype), None)
-
-    def random(self, dist: str, shape: tuple[int, ...], dtype: dt.DType, seed: int, offset: int,
-               a: float, b: float) -> ADTensor:
-        return ADTensor(self.inner.random(dist, shape, dtype, seed, offset, a, b), None)
+    def item(self, p: Any) -> Any:
+        return self.inner.item(p.inner if p.__class__ is ADTensor else p)  # untraced: see Dispatch.item
 
     def sync(self) -> None:
         self.inner.sync()
 
+    def is_ready(self, p: Any) -> bool:
+        return self.inner.is_ready(p.inner if p.__class__ is ADTensor else p)
+
     # ------------------------------------------------------------------ elementwise
-    def cast(self, p: ADTensor, dtype: dt.DType) -> ADTensor:
+    def cast(self, p: Any, dtype: dt.DType) -> Any:
         fn = self._fns["cast"]
+        if p.__class__ is not ADTensor:
+            return fn(p, dtype)
         out = fn(p.inner, dtype)
         # a cast to an integer or bool type stops the gradient
-        if p.node is None or not dtype.is_floating_point or not mode.enabled:
-            return ADTensor(out, None)
+        if not dtype.is_floating_point or not mode.enabled:
+            return out
         return self._record(RULES["cast"], fn, (p, dtype), out, extra=(self.inner.dtype(p.inner),))
 
-    def where(self, cond: ADTensor, a: ADTensor, b: ADTensor) -> ADTensor:
-        return self._mixed("where", cond, a, b)
-
-    def clamp(self, p: ADTensor, lo: Any, hi: Any) -> ADTensor:
-        return self._one("clamp", p, lo, hi)
-
-    def masked_fill(self, p: ADTensor, mask: ADTensor, value: Any) -> ADTensor:
-        return self._mixed("masked_fill", p, mask, value)
-
-    # ------------------------------------------------------------------ reductions and composites
-    def cumsum(self, p: ADTensor, dim: int) -> ADTensor:
-        return self._one("cumsum", p, dim)
-
-    # dedicated rules (rules.REDUCE): one node and one saved output instead of the expansion
-    def softmax(self, p: ADTensor, dim: int) -> ADTensor:
-        return self._one("softmax", p, dim)
-
-    def log_softmax(self, p: ADTensor, dim: int) -> ADTensor:
-        return self._one("log_softmax", p, dim)
-
-    def logsumexp(self, p: ADTensor, dims: tuple[int, ...], keepdim: bool) -> ADTensor:
-        return self._one("logsumexp", p, dims, keepdim)
-
-    # ------------------------------------------------------------------ shape
-    def reshape(self, p: ADTensor, shape: tuple[int, ...]) -> ADTensor:
-        return self._one("reshape", p, shape)
-
-    def permute(self, p: ADTensor, axes: tuple[int, ...]) -> ADTensor:
-        return self._one("permute", p, axes)
-
-    def expand(self, p: ADTensor, shape: tuple[int, ...]) -> ADTensor:
-        return self._one("expand", p, shape)
-
-    def slice(self, p: ADTensor, slices: tuple[slice, ...]) -> ADTensor:
-        return self._one("slice", p, slices)
-
-    def flip(self, p: ADTensor, dims: tuple[int, ...]) -> ADTensor:
-        return self._one("flip", p, dims)
-
-    def contiguous(self, p: ADTensor) -> ADTensor:
-        return self._one("contiguous", p)
-
-    def copy(self, p: ADTensor) -> ADTensor:
-        return self._one("copy", p)
-
-    def cat(self, ps: Sequence[ADTensor], dim: int) -> ADTensor:
-        return self._mixed("cat", list(ps), dim)
-
-    def pad(self, p: ADTensor, pads: tuple[tuple[int, int], ...], value: Any) -> ADTensor:
-        return self._one("pad", p, pads, value)
-
-    def tril(self, p: ADTensor, diagonal: int) -> ADTensor:
-        return self._one("tril", p, diagonal)
-
-    def triu(self, p: ADTensor, diagonal: int) -> ADTensor:
-        return self._one("triu", p, diagonal)
-
-    # ------------------------------------------------------------------ indexing
-    def gather(self, p: ADTensor, dim: int, index: ADTensor) -> ADTensor:
-        return self._mixed("gather", p, dim, index)
-
-    def scatter(self, p: ADTensor, dim: int, index: ADTensor, src: ADTensor) -> ADTensor:
-        return self._mixed("scatter", p, dim, index, src)
-
-    def scatter_add(self, p: ADTensor, dim: int, index: ADTensor, src: ADTensor) -> ADTensor:
-        return self._mixed("scatter_add", p, dim, index, src)
-
-    def index_select(self, p: ADTensor, dim: int, index: ADTensor) -> ADTensor:
-        return self._mixed("index_select", p, dim, index)
-
-    def index(self, p: ADTensor, indices: tuple[ADTensor, ...]) -> ADTensor:
-        return self._mixed("index", p, tuple(indices))
-
-    def index_put(self, p: ADTensor, indices: tuple[ADTensor, ...], values: ADTensor,
-                  accumulate: bool) -> ADTensor:
-        return self._mixed("index_put", p, tuple(indices), values, accumulate)
-
-    def slice_assign(self, p: ADTensor, slices: tuple[slice, ...], values: ADTensor) -> ADTensor:
-        return self._mixed("slice_assign", p, slices, values)
-
     # ------------------------------------------------------------------ autodiff hooks
-    def require_grad(self, p: ADTensor) -> ADTensor:
-        if p.node is not None:
+    def require_grad(self, p: Any) -> ADTensor:
+        if p.__class__ is ADTensor:
             return p
-        d = self.inner.dtype(p.inner)
+        d = self.inner.dtype(p)
         if not d.is_floating_point:
             raise AutodiffError(f"only floating point tensors can require gradients, got {d}")
-        return ADTensor(p.inner, leaf())
+        return ADTensor(p, leaf())
 
-    def is_tracked(self, p: ADTensor) -> bool:
-        return p.node is not None
+    def is_tracked(self, p: Any) -> bool:
+        return p.__class__ is ADTensor
 
-    def is_ready(self, p: ADTensor) -> bool:
-        return self.inner.is_ready(p.inner)
+    def is_leaf(self, p: Any) -> bool:
+        return p.__class__ is not ADTensor or p.node.rule is None
 
-    def is_leaf(self, p: ADTensor) -> bool:
-        return p.node is None or p.node.rule is None
+    def detach(self, p: Any) -> Any:
+        return p.inner if p.__class__ is ADTensor else p
 
-    def detach(self, p: ADTensor) -> ADTensor:
-        return p if p.node is None else ADTensor(p.inner, None)
-
-    def backward(self, p: ADTensor, grad: ADTensor | None, retain_graph: bool) -> None:
-        root = p.node
-        if root is None:
+    def backward(self, p: Any, grad: Any, retain_graph: bool) -> None:
+        if p.__class__ is not ADTensor:
             raise AutodiffError("element 0 of tensors does not require grad and does not have a "
                                 "grad_fn: nothing behind this tensor requires grad")
         if grad is None:
@@ -373,53 +407,51 @@ class Autodiff(Backend):
                                     f"output has shape {p.shape}); pass a gradient")
             g = self.inner.full(p.shape, 1.0, self.inner.dtype(p.inner))
         else:
-            g = grad.inner if type(grad) is ADTensor else grad
-        run_backward(self.inner, root, g, retain_graph, self._balanced)
+            g = grad.inner if grad.__class__ is ADTensor else grad
+        run_backward(self.inner, p.node, g, retain_graph, self._balanced)
 
-    def grad(self, p: ADTensor) -> ADTensor | None:
-        n = p.node
-        if n is None:
+    def grad(self, p: Any) -> Any:
+        if p.__class__ is not ADTensor:
             return None
-        g = holder_value(n)
-        return None if g is None else ADTensor(g, None)
+        return holder_value(p.node)
 
-    def set_grad(self, p: ADTensor, g: ADTensor | None) -> None:
+    def set_grad(self, p: Any, g: Any) -> None:
         n = self._grad_node(p, g)
         if n is not None:
             n.holder = None
-            n.grad = None if g is None else g.inner
+            n.grad = None if g is None else (g.inner if g.__class__ is ADTensor else g)
 
-    def grad_tensor(self, p: ADTensor, make: Callable[[ADTensor], Any]) -> Any:
-        n = p.node
-        if n is None:
+    def grad_tensor(self, p: Any, make: Callable[[Any], Any]) -> Any:
+        if p.__class__ is not ADTensor:
             return None
+        n = p.node
         h = n.holder
         if h is None and n.grad is not None:  # first access: the object takes the gradient over
-            h = n.holder = make(ADTensor(n.grad, None))
+            h = n.holder = make(n.grad)
             n.grad = None
         return h
 
-    def set_grad_tensor(self, p: ADTensor, t: Any) -> None:
+    def set_grad_tensor(self, p: Any, t: Any) -> None:
         n = self._grad_node(p, t)
         if n is not None:
             n.grad = None
             n.holder = t
 
     @staticmethod
-    def _grad_node(p: ADTensor, g: Any) -> Node | None:
-        n = p.node
-        if n is None and g is not None:
+    def _grad_node(p: Any, g: Any) -> Node | None:
+        if p.__class__ is ADTensor:
+            return p.node
+        if g is not None:
             raise AutodiffError("cannot set .grad of a tensor that does not require grad; "
                                 "call requires_grad_() first")
-        return n
+        return None
 
-    def replace_value(self, p: ADTensor, new: ADTensor) -> ADTensor:
+    def replace_value(self, p: Any, new: Any) -> Any:
         # a leaf keeps its node (its identity and .grad) under the new value; the graphs that
         # already saved the old value keep reading it (values are immutable)
-        n = p.node
-        if n is not None and n.rule is None:
-            return ADTensor(new.inner, n)
+        if p.__class__ is ADTensor and p.node.rule is None:
+            return ADTensor(new.inner if new.__class__ is ADTensor else new, p.node)
         return new
 
-    def retained_bytes(self, p: ADTensor) -> int:
-        return retained_bytes(self.inner, p.node)
+    def retained_bytes(self, p: Any) -> int:
+        return retained_bytes(self.inner, p.node if p.__class__ is ADTensor else None)

@@ -1,7 +1,8 @@
 """The graph: the Autodiff primitive, graph nodes, and the backward walk.
 
 An :class:`ADTensor` pairs an inner-backend primitive with the :class:`Node` that produced
-it, or ``None`` when nothing tracks it. A node records one op: its parents (the nodes of
+it; it stands for a tracked value only (an untracked value is the inner primitive itself,
+unwrapped: see ``backend``). A node records one op: its parents (the nodes of
 its tensor inputs), the rule that maps the output's gradient to the inputs' gradients, and
 the values that rule needs. Leaves are nodes without a rule; they accumulate ``.grad``.
 """
@@ -24,21 +25,20 @@ __all__ = ["ADTensor", "Node", "holder_value", "run_backward", "retained_bytes",
 
 
 class ADTensor:
-    """The Autodiff primitive: ``inner`` (the inner backend's primitive) and ``node``
-    (the graph node behind it, ``None`` when untracked)."""
+    """A tracked Autodiff primitive: ``inner`` (the inner backend's primitive) and ``node``
+    (the graph node behind it: a leaf's node, or the node of the op that produced it; never
+    None, since an untracked value is not wrapped)."""
 
-    __slots__ = ("inner", "node")
+    # ``shape`` is a slot, not a property: the Tensor API reads it several times per op
+    __slots__ = ("inner", "node", "shape")
 
-    def __init__(self, inner: Any, node: Node | None) -> None:
+    def __init__(self, inner: Any, node: Node) -> None:
         self.inner = inner
         self.node = node
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.inner.shape
+        self.shape: tuple[int, ...] = inner.shape
 
     def __repr__(self) -> str:
-        kind = "untracked" if self.node is None else "leaf" if self.node.rule is None else "tracked"
+        kind = "leaf" if self.node.rule is None else "tracked"
         return f"ADTensor({kind}, shape={self.shape})"
 
 
@@ -57,9 +57,9 @@ class Node:
     * ``grad`` is the gradient accumulated so far (leaves; any node after ``set_grad``) while
       no API object holds it; ``holder`` is that object (the Tensor that ``.grad`` returns)
       once one exists. At most one of the two is set: with a holder, the gradient is
-      ``holder._p.inner`` and backward adds into it by rebinding ``holder._p``, so in-place
-      ops on ``.grad`` (``zero_``, ``+=``) change the stored gradient and the object keeps
-      its identity (PyTorch's AccumulateGrad adds in place into the existing ``.grad``).
+      ``holder._p`` (unwrapped: ``holder_value``) and backward adds into it by rebinding
+      ``holder._p``, so in-place ops on ``.grad`` (``zero_``, ``+=``) change the stored
+      gradient and the object keeps its identity (PyTorch's AccumulateGrad adds in place into the existing ``.grad``).
     """
 
     __slots__ = ("parents", "shapes", "rule", "saved", "recipe", "grad", "holder")
@@ -78,7 +78,10 @@ class Node:
 def holder_value(n: Node) -> Any:
     """``n``'s gradient as an inner primitive (from its holder when it has one), or None."""
     h = n.holder
-    return n.grad if h is None else h._p.inner
+    if h is None:
+        return n.grad
+    hp = h._p
+    return hp.inner if hp.__class__ is ADTensor else hp
 
 
 def leaf() -> Node:
@@ -139,8 +142,11 @@ def run_backward(B: Backend, root: Node, grad: Any, retain_graph: bool, recomput
                     n.grad = g if n.grad is None else B.add(n.grad, g)
                 else:  # rebind the .grad object (a holder that is itself a leaf stays one)
                     hp = h._p
-                    hn = hp.node
-                    h._p = ADTensor(B.add(hp.inner, g), hn if hn is not None and hn.rule is None else None)
+                    if hp.__class__ is ADTensor:
+                        s = B.add(hp.inner, g)
+                        h._p = ADTensor(s, hp.node) if hp.node.rule is None else s
+                    else:
+                        h._p = B.add(hp, g)
                 continue
             saved = n.saved
             assert saved is not None  # checked above
