@@ -171,13 +171,14 @@ def step_group(opt: Any, group: dict[str, Any], update: Update, counted: bool, f
     hit = cache.get(id(group))
     buckets = hit[1] if hit is not None and hit[0] == key else None
     if buckets is None or not all(b.valid(state) for b in buckets):
-        buckets = _build(active, state, flat)
         if len(set(key)) != len(key):  # a parameter twice: torch updates it twice, in turn
             cache.pop(id(group), None)
-            for b in buckets:
+            for p in active:  # each bucket made when its turn comes: it reads the state before
+                b = _build([p], state, False)[0]
                 b.gather(state)
                 b.run(group, update, state, counted)
             return
+        buckets = _build(active, state, flat)
         for b in buckets:
             b.gather(state)
         cache[id(group)] = (key, buckets)
@@ -187,8 +188,8 @@ def step_group(opt: Any, group: dict[str, Any], update: Update, counted: bool, f
 
 def _build(active: list[Tensor], state: dict[Tensor, dict[str, Any]], flat: bool) -> list[Bucket]:
     """Buckets of ``active`` by (device, dtype, state entries, step count); every parameter
-    its own bucket when ``flat`` is False or a parameter appears twice."""
-    if not flat or len({id(p) for p in active}) != len(active):
+    its own bucket when ``flat`` is False."""
+    if not flat:
         out = []
         for p in active:
             s = state[p]
