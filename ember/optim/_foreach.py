@@ -52,9 +52,10 @@ def step_tensor(value: float) -> Tensor:
 
 def _view(flat: Tensor, start: int, shape: tuple[int, ...], numel: int) -> Tensor:
     """``flat[start:start + numel].reshape(shape)`` through the catalog directly (a view on
-    every device; the Tensor API's checks are known to pass here)."""
+    every device; the Tensor API's checks are known to pass here; a 1-D slice needs no reshape)."""
     bk = flat._bk
-    return _make(bk.reshape(bk.slice(flat._p, (slice(start, start + numel, 1),)), shape), bk, flat._dt)
+    v = bk.slice(flat._p, (slice(start, start + numel, 1),))
+    return _make(v if len(shape) == 1 else bk.reshape(v, shape), bk, flat._dt)
 
 
 class Bucket:
