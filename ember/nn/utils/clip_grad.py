@@ -23,7 +23,7 @@ from typing import Any
 from ...backends.autodiff.mode import no_grad
 from ...creation import tensor
 from ...functional import cat
-from ...tensor import Tensor
+from ...tensor import Tensor, _make
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm"]
 
@@ -135,10 +135,15 @@ def _scale(flats: list[tuple[Tensor, list[Tensor]]], max_norm: float, total_norm
                 g.mul_(c.to(flat.dtype))
             continue
         scaled = flat * c.to(flat.dtype)
+        bk, sp, dt = scaled._bk, scaled._p, scaled._dt
         at = 0
         for g in members:
-            n = g.numel()
-            g._assign(scaled.narrow(0, at, n).view(g.shape))
+            # g = scaled[at:at + n].view(g.shape) through the catalog directly (the Tensor
+            # API's checks are known to pass: a view of a contiguous vector)
+            shape = g.shape
+            n = math.prod(shape)
+            v = bk.slice(sp, (slice(at, at + n, 1),))
+            g._assign(_make(v if len(shape) == 1 else bk.reshape(v, shape), bk, dt))
             at += n
 
 
