@@ -302,7 +302,7 @@ def _check(ok: bool, what: str, value: Any) -> None:
 def _no_graph_options(differentiable: bool = False, capturable: bool = False) -> None:
     """``differentiable`` (a step recorded by autograd) and ``capturable`` (CUDA graph capture)
     are torch options ember does not implement; ``foreach`` and ``fused`` are accepted and
-    ignored (ember's Fusion layer fuses every step on its own)."""
+    ignored (every step is the multi-tensor one, ``_foreach``)."""
     if differentiable:
         raise ValueError("differentiable=True is not supported by ember's optimizers")
     if capturable:

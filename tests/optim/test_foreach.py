@@ -209,3 +209,29 @@ def test_flat_cat_of_any_layouts(kind: str, rng: np.random.Generator) -> None:
     ember.sync(dev)
     out = ember.cat([t.T.reshape(-1) for t in mt]).numpy()
     np.testing.assert_array_equal(out, np.concatenate([a.T.reshape(-1) for a in many]))
+
+
+def test_lr_schedule_and_a_new_group_reach_every_step(rng: np.random.Generator) -> None:
+    """On the fused CPU device (whose drains replay recorded plans) the learning rate changed
+    at every step by a scheduler and a group added mid-run with ``add_param_group`` give
+    torch's parameters: the floats of a step reach its kernels, nothing stale is replayed."""
+    dev = Device.cpu().autodiff()
+    arrs = [rng.standard_normal(s).astype(np.float32) for s in [(6, 3), (3,), (2, 2)]]
+    ep = [ember.tensor(a, device=dev, requires_grad=True) for a in arrs]
+    tp = [torch.tensor(a, requires_grad=True) for a in arrs]
+    eo = optim.AdamW(ep[:2], lr=0.05, weight_decay=0.1)
+    to = torch.optim.AdamW(tp[:2], lr=0.05, weight_decay=0.1)
+    es = optim.lr_scheduler.ExponentialLR(eo, gamma=0.7)
+    ts = torch.optim.lr_scheduler.ExponentialLR(to, gamma=0.7)
+    for step in range(8):
+        if step == 3:
+            eo.add_param_group({"params": [ep[2]], "lr": 0.2})
+            to.add_param_group({"params": [tp[2]], "lr": 0.2})
+        for p, q in zip(ep, tp):
+            g = rng.standard_normal(p.shape).astype(np.float32)
+            p.grad, q.grad = ember.tensor(g, device=dev), torch.tensor(g)
+        eo.step()
+        to.step()
+        es.step()
+        ts.step()
+        _compare(ep, tp, eo, to, f"step {step}")
