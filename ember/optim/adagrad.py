@@ -7,7 +7,8 @@ from typing import Any
 
 from ..creation import full_like
 from ..tensor import Tensor
-from .optimizer import Optimizer, _bump, _check, _no_graph_options, _rebind, _step_tensor
+from ._foreach import step_tensor
+from .optimizer import Optimizer, _check, _no_graph_options
 
 __all__ = ["Adagrad"]
 
@@ -32,26 +33,20 @@ class Adagrad(Optimizer):
         for group in self.param_groups:
             for p in group["params"]:
                 state = self.state[p]
-                state["step"] = _step_tensor(0.0)
+                state["step"] = step_tensor(0.0)
                 state["sum"] = full_like(p, group["initial_accumulator_value"])
 
-    def _step_group(self, group: dict[str, Any]) -> None:
-        lr = group["lr"]
-        lr_decay = group["lr_decay"]
-        wd = group["weight_decay"]
-        eps = group["eps"]
-        maximize = group["maximize"]
-        for p, grad in self._ordered(group):
-            state = self.state[p]
-            if len(state) == 0:  # a parameter added by add_param_group after construction
-                state["step"] = _step_tensor(0.0)
-                state["sum"] = full_like(p, group["initial_accumulator_value"])
-            step = _bump(state["step"])
-            g: Tensor = -grad if maximize else grad
-            if wd != 0:
-                g = g + p * wd
-            clr = lr / (1 + (step - 1) * lr_decay)
-            s = state["sum"]
-            _rebind(s, s + g * g)
-            std = s.sqrt() + eps
-            _rebind(p, p + (g * -clr) / std)
+    def _update(self, group: dict[str, Any], p: Tensor, g: Tensor, state: dict[str, Tensor],
+                step: float | None) -> tuple[Tensor, dict[str, Tensor]]:
+        assert step is not None
+        if group["maximize"]:
+            g = -g
+        if group["weight_decay"] != 0:
+            g = g + p * group["weight_decay"]
+        clr = group["lr"] / (1 + (step - 1) * group["lr_decay"])
+        s = state.get("sum")
+        if s is None:  # a parameter added by add_param_group after construction
+            s = full_like(p, group["initial_accumulator_value"])
+        s = s + g * g
+        std = s.sqrt() + group["eps"]
+        return p + (g * -clr) / std, {"sum": s}

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..creation import zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer, _bump, _check, _lerp, _no_graph_options, _rebind, _step_tensor
+from .optimizer import Optimizer, _check, _lerp, _no_graph_options
 
 __all__ = ["Adam"]
 
@@ -36,43 +36,39 @@ class Adam(Optimizer):
                         differentiable=differentiable, fused=fused, decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    def _update(self, group: dict[str, Any], p: Tensor, g: Tensor, state: dict[str, Tensor],
+                step: float | None) -> tuple[Tensor, dict[str, Tensor]]:
+        assert step is not None
         lr = group["lr"]
         beta1, beta2 = group["betas"]
         eps = group["eps"]
         wd = group["weight_decay"]
-        amsgrad = group["amsgrad"]
-        maximize = group["maximize"]
-        decoupled = group["decoupled_weight_decay"]
-        pairs = self._ordered(group)
-        for p, _ in pairs:  # lazy state first: the chains below stay consecutive in the queue
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = _step_tensor(0.0)
-                state["exp_avg"] = zeros_like(p)
-                state["exp_avg_sq"] = zeros_like(p)
-                if amsgrad:
-                    state["max_exp_avg_sq"] = zeros_like(p)
-        for p, grad in pairs:
-            state = self.state[p]
-            step = _bump(state["step"])
-            g: Tensor = -grad if maximize else grad
-            if wd != 0:
-                if decoupled:
-                    _rebind(p, p * (1 - lr * wd))
-                else:
-                    g = g + p * wd
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            _rebind(exp_avg, _lerp(exp_avg, g, 1 - beta1))
-            _rebind(exp_avg_sq, exp_avg_sq * beta2 + (g * (1 - beta2)) * g)
-            bias_correction1 = 1 - beta1**step
-            bias_correction2 = 1 - beta2**step
-            step_size = lr / bias_correction1
-            bias_correction2_sqrt = math.sqrt(bias_correction2)
-            if amsgrad:
-                mx = state["max_exp_avg_sq"]
-                _rebind(mx, mx.maximum(exp_avg_sq))
-                denom = mx.sqrt() / bias_correction2_sqrt + eps
+        if group["maximize"]:
+            g = -g
+        if wd != 0:
+            if group["decoupled_weight_decay"]:
+                p = p * (1 - lr * wd)
             else:
-                denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + eps
-            _rebind(p, p + (exp_avg * -step_size) / denom)
+                g = g + p * wd
+        # a new state starts at zeros, and the update runs over it as over any other: the
+        # first step's values are torch's bit for bit (lerp's two forms differ at 0)
+        exp_avg = state.get("exp_avg")
+        if exp_avg is None:
+            exp_avg = zeros_like(p)
+        exp_avg_sq = state.get("exp_avg_sq")
+        if exp_avg_sq is None:
+            exp_avg_sq = zeros_like(p)
+        exp_avg = _lerp(exp_avg, g, 1 - beta1)
+        exp_avg_sq = exp_avg_sq * beta2 + (g * (1 - beta2)) * g
+        out = {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+        bias_correction1 = 1 - beta1**step
+        bias_correction2 = 1 - beta2**step
+        step_size = lr / bias_correction1
+        bias_correction2_sqrt = math.sqrt(bias_correction2)
+        if group["amsgrad"]:
+            mx = state.get("max_exp_avg_sq")
+            mx = out["max_exp_avg_sq"] = (zeros_like(p) if mx is None else mx).maximum(exp_avg_sq)
+            denom = mx.sqrt() / bias_correction2_sqrt + eps
+        else:
+            denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + eps
+        return p + (exp_avg * -step_size) / denom, out

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..creation import zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer, _bump, _check, _lerp, _no_graph_options, _rebind, _step_tensor
+from .optimizer import Optimizer, _check, _lerp, _no_graph_options
 
 __all__ = ["Adamax"]
 
@@ -29,27 +29,16 @@ class Adamax(Optimizer):
                         maximize=maximize, differentiable=differentiable, capturable=capturable)
         super().__init__(params, defaults)
 
-    def _step_group(self, group: dict[str, Any]) -> None:
-        lr = group["lr"]
+    def _update(self, group: dict[str, Any], p: Tensor, g: Tensor, state: dict[str, Tensor],
+                step: float | None) -> tuple[Tensor, dict[str, Tensor]]:
+        assert step is not None
         beta1, beta2 = group["betas"]
-        eps = group["eps"]
-        wd = group["weight_decay"]
-        maximize = group["maximize"]
-        pairs = self._ordered(group)
-        for p, _ in pairs:
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = _step_tensor(0.0)
-                state["exp_avg"] = zeros_like(p)
-                state["exp_inf"] = zeros_like(p)
-        for p, grad in pairs:
-            state = self.state[p]
-            step = _bump(state["step"])
-            g: Tensor = -grad if maximize else grad
-            if wd != 0:
-                g = g + p * wd
-            exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
-            _rebind(exp_avg, _lerp(exp_avg, g, 1 - beta1))
-            _rebind(exp_inf, (exp_inf * beta2).maximum(g.abs() + eps))
-            clr = lr / (1 - beta1**step)
-            _rebind(p, p + (exp_avg * -clr) / exp_inf)
+        if group["maximize"]:
+            g = -g
+        if group["weight_decay"] != 0:
+            g = g + p * group["weight_decay"]
+        exp_avg, exp_inf = state.get("exp_avg"), state.get("exp_inf")
+        exp_avg = _lerp(zeros_like(p) if exp_avg is None else exp_avg, g, 1 - beta1)
+        exp_inf = ((zeros_like(p) if exp_inf is None else exp_inf) * beta2).maximum(g.abs() + group["eps"])
+        clr = group["lr"] / (1 - beta1**step)
+        return p + (exp_avg * -clr) / exp_inf, {"exp_avg": exp_avg, "exp_inf": exp_inf}

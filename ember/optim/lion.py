@@ -19,7 +19,7 @@ from typing import Any
 
 from ..creation import zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer, _check, _rebind
+from .optimizer import Optimizer, _check
 
 __all__ = ["Lion"]
 
@@ -37,21 +37,19 @@ class Lion(Optimizer):
         defaults = dict(lr=lr, betas=betas, weight_decay=weight_decay, maximize=maximize)
         super().__init__(params, defaults)
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    _counted = False
+
+    def _update(self, group: dict[str, Any], p: Tensor, g: Tensor, state: dict[str, Tensor],
+                step: float | None) -> tuple[Tensor, dict[str, Tensor]]:
         lr = group["lr"]
         beta1, beta2 = group["betas"]
         wd = group["weight_decay"]
-        maximize = group["maximize"]
-        pairs = self._ordered(group)
-        for p, _ in pairs:
-            state = self.state[p]
-            if len(state) == 0:
-                state["exp_avg"] = zeros_like(p)
-        for p, grad in pairs:
-            g: Tensor = -grad if maximize else grad
-            m = self.state[p]["exp_avg"]
-            if wd != 0:
-                _rebind(p, p * (1 - lr * wd))
-            update = (m * beta1 + g * (1 - beta1)).sign()
-            _rebind(p, p + update * (-lr))
-            _rebind(m, m * beta2 + g * (1 - beta2))
+        if group["maximize"]:
+            g = -g
+        m = state.get("exp_avg")
+        if m is None:
+            m = zeros_like(p)
+        if wd != 0:
+            p = p * (1 - lr * wd)
+        update = (m * beta1 + g * (1 - beta1)).sign()
+        return p + update * (-lr), {"exp_avg": m * beta2 + g * (1 - beta2)}

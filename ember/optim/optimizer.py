@@ -6,19 +6,20 @@ which users and learning-rate schedulers change between steps), ``defaults`` and
 torch's layout: ``{"state": {index: {...}}, "param_groups": [{..., "params": [indices]}]}``
 where indices count the parameters over all groups in order.
 
-Subclasses implement ``_step_group(group)``: the update of one group's parameters that have
-a gradient, run under ``no_grad``. ``step(closure=None)`` calls the closure (with grad mode
-on), runs the step pre-hooks, every group, then the post-hooks.
+Subclasses implement ``_update(group, p, g, state, step)``: torch's single-tensor formula
+as a function of tensors (the parameter, its gradient, the state entries present, the new step
+count), returning the new parameter and state; ``_counted`` says whether the optimizer keeps
+``state["step"]``. ``step(closure=None)`` calls the closure (with grad mode on), runs the step
+pre-hooks, every group under ``no_grad`` (``_step_group``), then the post-hooks.
 
-How a step runs on a device (see docs/optim.md): every parameter's update is one chain of
-elementwise Tensor ops over the parameter's shape, reading the hyper-parameters as Python
-scalars each step (so the Fusion layer's plan cache, which blanks scalar values, never
-recompiles when ``lr`` or the step count change). ``_ordered`` hands the parameters over
-sorted by (dtype, shape), each chain consecutive in the queue, so on a fused device the Fusion
-layer's horizontal fuser runs the chains of all parameters, whatever their shapes, as one
-launch (a few on wgpu, which binds at most 15 arrays per kernel): a group's step costs one
-launch, not one per op or per shape. Updates rebind parameters and state tensors in place (the
-objects keep their identity; a parameter stays a leaf with its ``.grad``).
+How a step runs (``_foreach``, docs/optim.md): the parameters of a group that have a gradient
+are bucketed by (device, dtype, state); a bucket's gradients are concatenated into one flat
+vector and the update runs once over the bucket's flat parameter and state buffers (on a fused
+device: one ``cat`` launch and one fused elementwise launch per bucket, whatever the number of
+parameters), then the parameters and state tensors are rebound in place to views of the new
+flat buffers (the objects keep their identity; a parameter stays a leaf with its ``.grad``).
+Hyper-parameters are read from ``group`` at every step as Python floats, so the Fusion layer's
+plan cache (which blanks float values) never recompiles when ``lr`` or the step count change.
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..backends.autodiff.mode import enable_grad, no_grad
-from ..device import Device
 from ..tensor import Tensor
+from ._foreach import step_group, step_tensor
 
 __all__ = ["Optimizer", "required"]
 
@@ -89,28 +90,6 @@ def _with_hooks(step: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-#: where ``state["step"]`` lives: the host, as torch keeps non-capturable steps on the CPU
-_STEP_DEVICE = Device.flex()
-
-
-def _step_tensor(value: float) -> Tensor:
-    """A 0-d float32 step counter on the host (torch: ``torch.tensor(0.0)``)."""
-    from ..creation import tensor
-
-    return tensor(float(value), device=_STEP_DEVICE)
-
-
-def _bump(step_t: Tensor) -> float:
-    """``step_t += 1`` and the new count as a Python float (torch's ``_get_value``)."""
-    step_t.add_(1.0)
-    return float(step_t.item())
-
-
-def _rebind(t: Tensor, new: Tensor) -> None:
-    """``t`` takes ``new``'s value in place (identity kept; a leaf keeps its ``.grad``)."""
-    t._assign(new)
-
-
 def _lerp(start: Tensor, end: Tensor, weight: float) -> Tensor:
     """``start.lerp(end, weight)`` for a scalar weight, in torch's two forms (the one
     accurate at each end of the interval)."""
@@ -134,6 +113,8 @@ class Optimizer:
         self.param_groups: list[dict[str, Any]] = []
         self._step_pre_hooks: OrderedDict[int, Any] = OrderedDict()
         self._step_post_hooks: OrderedDict[int, Any] = OrderedDict()
+        #: per group: the flat buffers of its parameters (``_foreach``), a cache of the state
+        self._buckets: dict[int, Any] = {}
         if isinstance(params, Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             f"but got {type(params).__name__}")
@@ -222,17 +203,16 @@ class Optimizer:
                 self._step_group(group)
         return loss
 
-    def _step_group(self, group: dict[str, Any]) -> None:
-        raise NotImplementedError(f"{type(self).__name__} does not implement _step_group")
+    #: whether the optimizer keeps ``state["step"]`` (a host float32 0-d tensor, as torch)
+    _counted = True
 
-    @staticmethod
-    def _ordered(group: dict[str, Any]) -> list[tuple[Tensor, Tensor]]:
-        """``(param, grad)`` of the group's parameters that have a gradient, sorted by
-        (dtype, shape) so the chains of equal shapes are consecutive (one fused kernel)."""
-        pairs = [(p, p.grad) for p in group["params"]]
-        pairs = [(p, g) for p, g in pairs if g is not None]
-        pairs.sort(key=lambda pg: (pg[0].dtype.name, pg[0].shape))
-        return pairs
+    def _step_group(self, group: dict[str, Any]) -> None:
+        """One step of ``group`` (under ``no_grad``): ``_update`` over flat buckets."""
+        step_group(self, group, self._update, self._counted, True)
+
+    def _update(self, group: dict[str, Any], p: Tensor, g: Tensor, state: dict[str, Tensor],
+                step: float | None) -> tuple[Tensor, dict[str, Tensor]]:
+        raise NotImplementedError(f"{type(self).__name__} does not implement _update")
 
     # ------------------------------------------------------------------ hooks
     def register_step_pre_hook(self, hook: Callable[..., Any]) -> _RemovableHandle:
@@ -293,6 +273,7 @@ class Optimizer:
             new_groups.append(ng)
         self.state = state
         self.param_groups = new_groups
+        self._buckets.clear()
 
 
 Optimizer.step = _with_hooks(Optimizer.step)  # type: ignore[method-assign]
@@ -303,7 +284,7 @@ def _cast_state(p: Tensor, name: str, value: Any) -> Any:
     dict and the optimizer never share one), on ``p``'s device; floating point values in
     ``p``'s dtype. ``step`` becomes the host float32 counter."""
     if name == "step":
-        return _step_tensor(float(value.item() if isinstance(value, Tensor) else value))
+        return step_tensor(float(value.item() if isinstance(value, Tensor) else value))
     if not isinstance(value, Tensor):
         return value
     t = value.to(device=p.device)
@@ -321,7 +302,7 @@ def _check(ok: bool, what: str, value: Any) -> None:
 def _no_graph_options(differentiable: bool = False, capturable: bool = False) -> None:
     """``differentiable`` (a step recorded by autograd) and ``capturable`` (CUDA graph capture)
     are torch options ember does not implement; ``foreach`` and ``fused`` are accepted and
-    ignored (ember's Fusion layer fuses every step on its own)."""
+    ignored (every step is the multi-tensor one, ``_foreach``)."""
     if differentiable:
         raise ValueError("differentiable=True is not supported by ember's optimizers")
     if capturable:

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..creation import zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer, _bump, _check, _lerp, _no_graph_options, _rebind, _step_tensor
+from .optimizer import Optimizer, _check, _lerp, _no_graph_options
 
 __all__ = ["RMSprop"]
 
@@ -30,42 +30,29 @@ class RMSprop(Optimizer):
                         differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    def _update(self, group: dict[str, Any], p: Tensor, g: Tensor, state: dict[str, Tensor],
+                step: float | None) -> tuple[Tensor, dict[str, Tensor]]:
         lr = group["lr"]
         alpha = group["alpha"]
-        eps = group["eps"]
-        wd = group["weight_decay"]
         momentum = group["momentum"]
-        centered = group["centered"]
-        maximize = group["maximize"]
-        pairs = self._ordered(group)
-        for p, _ in pairs:
-            state = self.state[p]
-            if len(state) == 0:
-                state["step"] = _step_tensor(0.0)
-                state["square_avg"] = zeros_like(p)
-                if momentum > 0:
-                    state["momentum_buffer"] = zeros_like(p)
-                if centered:
-                    state["grad_avg"] = zeros_like(p)
-        for p, grad in pairs:
-            state = self.state[p]
-            _bump(state["step"])
-            g: Tensor = -grad if maximize else grad
-            if wd != 0:
-                g = g + p * wd
-            sq = state["square_avg"]
-            _rebind(sq, sq * alpha + (g * (1 - alpha)) * g)
-            if centered:
-                ga = state["grad_avg"]
-                _rebind(ga, _lerp(ga, g, 1 - alpha))
-                avg = (sq + (ga * -1.0) * ga).sqrt()
-            else:
-                avg = sq.sqrt()
-            avg = avg + eps
-            if momentum > 0:
-                buf = state["momentum_buffer"]
-                _rebind(buf, buf * momentum + g / avg)
-                _rebind(p, p + buf * (-lr))
-            else:
-                _rebind(p, p + (g * (-lr)) / avg)
+        if group["maximize"]:
+            g = -g
+        if group["weight_decay"] != 0:
+            g = g + p * group["weight_decay"]
+        sq = state.get("square_avg")
+        sq = (zeros_like(p) if sq is None else sq) * alpha + (g * (1 - alpha)) * g
+        out = {"square_avg": sq}
+        if momentum > 0:
+            out["momentum_buffer"] = state.get("momentum_buffer")  # keeps torch's key order
+        if group["centered"]:
+            ga = state.get("grad_avg")
+            ga = out["grad_avg"] = _lerp(zeros_like(p) if ga is None else ga, g, 1 - alpha)
+            avg = (sq + (ga * -1.0) * ga).sqrt()
+        else:
+            avg = sq.sqrt()
+        avg = avg + group["eps"]
+        if momentum > 0:
+            buf = out["momentum_buffer"]
+            buf = out["momentum_buffer"] = (zeros_like(p) if buf is None else buf) * momentum + g / avg
+            return p + buf * (-lr), out
+        return p + (g * (-lr)) / avg, out

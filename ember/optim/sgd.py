@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..tensor import Tensor
-from .optimizer import Optimizer, _check, _no_graph_options, _rebind
+from .optimizer import Optimizer, _check, _no_graph_options
 
 __all__ = ["SGD"]
 
@@ -29,24 +29,22 @@ class SGD(Optimizer):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, defaults)
 
-    def _step_group(self, group: dict[str, Any]) -> None:
+    _counted = False
+
+    def _update(self, group: dict[str, Any], p: Tensor, g: Tensor, state: dict[str, Tensor],
+                step: float | None) -> tuple[Tensor, dict[str, Tensor]]:
         lr = group["lr"]
         momentum = group["momentum"]
-        dampening = group["dampening"]
         wd = group["weight_decay"]
-        nesterov = group["nesterov"]
-        maximize = group["maximize"]
-        for p, grad in self._ordered(group):
-            state = self.state[p]
-            g: Tensor = -grad if maximize else grad
-            if wd != 0:
-                g = g + p * wd
-            if momentum != 0:
-                buf = state.get("momentum_buffer")
-                if buf is None:
-                    # torch: grad.detach().clone(); a new object around the (immutable) value
-                    buf = state["momentum_buffer"] = g.detach()
-                else:
-                    _rebind(buf, buf * momentum + g * (1 - dampening))
-                g = g + buf * momentum if nesterov else buf
-            _rebind(p, p + g * (-lr))
+        if group["maximize"]:
+            g = -g
+        if wd != 0:
+            g = g + p * wd
+        out: dict[str, Tensor] = {}
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            # torch's first buffer is a clone of the gradient (the bucket stores a new object)
+            buf = g if buf is None else buf * momentum + g * (1 - group["dampening"])
+            out["momentum_buffer"] = buf
+            g = g + buf * momentum if group["nesterov"] else buf
+        return p + g * (-lr), out

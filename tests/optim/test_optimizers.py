@@ -284,9 +284,9 @@ def _launches(spans: list[Any]) -> int:
     lambda ps: optim.Lion(ps),
 ], ids=["adam", "sgd", "rmsprop", "adamw", "adagrad", "adamax", "lion"])
 def test_launches_per_step_on_fused_cpu(make: Callable[[list[ember.Tensor]], optim.Optimizer]) -> None:
-    """On ``Device.cpu()`` a step of a group is one launch whatever the parameters' shapes
-    (the horizontal fuser runs every parameter's chain in one kernel; here 8 parameters of 4
-    shapes), and an lr changed every step compiles nothing."""
+    """On ``Device.cpu()`` a step of a group is at most two launches whatever the parameters'
+    shapes (the gradients concatenated, the update over the flat buffers; here 8 parameters of
+    4 shapes), and an lr changed every step compiles nothing."""
     dev = Device.cpu().autodiff()
     shapes = [(16, 8), (8,), (8, 4), (4,), (16, 8), (8,), (8, 4), (4,)]
     rng = np.random.default_rng(0)
@@ -303,7 +303,7 @@ def test_launches_per_step_on_fused_cpu(make: Callable[[list[ember.Tensor]], opt
             o.step()
             ember.sync(dev)
         counts.append((_launches(spans), sum(1 for s in spans if s.name == "compile")))
-    assert all(n <= 1 for n, _ in counts[2:]), counts
+    assert all(n <= 2 for n, _ in counts[2:]), counts
     assert all(c == 0 for _, c in counts[2:]), counts
     assert np.all(np.isfinite(ps[0].numpy()))
 
@@ -317,7 +317,7 @@ MLP = [(784, 512), (512,), (512, 512), (512,), (512, 10), (10,)]
 ], ids=["adam", "adamw", "sgd-momentum"])
 def test_mlp_step_is_at_most_two_launches_per_group(make: Callable[[Any], optim.Optimizer]) -> None:
     """Issue 20's bound on the MLP of the benchmarks (784-512-512-10: 6 parameters, 4 shapes):
-    at most 2 launches per parameter group and step on ``Device.cpu()`` (1 measured), with one
+    at most 2 launches per parameter group and step on ``Device.cpu()`` (2 measured), with one
     group and with two (weights and biases, the usual weight-decay split); the update matches
     the same optimizer on Flex."""
     dev, ref = Device.cpu().autodiff(), Device.flex().autodiff()
