@@ -103,8 +103,8 @@ class Autodiff(Backend):
         for op in RULES:
             if op not in self.__dict__ and op not in Autodiff.__dict__:
                 setattr(self, op, functools.partial(self._mixed, op))
-        # the non-differentiable primitives of the other families (argsort) forward untracked
-        for op in primitives("sort"):
+        # the non-differentiable primitives of the other families (argsort, cumargmax) forward untracked
+        for op in primitives("sort", "scan"):
             if op not in self.__dict__ and op not in Autodiff.__dict__:
                 setattr(self, op, functools.partial(self._untracked, op))
 
