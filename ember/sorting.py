@@ -290,7 +290,9 @@ def _quantile(input: Tensor, q: Any, dim: Any, keepdim: bool, interpolation: str
 
 def quantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = False, *,
              interpolation: str = "linear") -> Tensor:
-    """As ``torch.quantile`` (NaN where a slice has NaN)."""
+    """As ``torch.quantile`` (NaN where a slice has NaN). Computed on the input's device; the
+    values of a tensor ``q`` are range-checked on Flex only (torch checks a CPU q only: reading
+    a device's q would wait for it)."""
     if not input.dtype.is_floating_point:
         raise TypeError(f"quantile() input tensor must be either float or double dtype, got {input.dtype}")
     return _quantile(input, q, dim, keepdim, interpolation, False)
@@ -298,7 +300,8 @@ def quantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = Fals
 
 def nanquantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = False, *,
                 interpolation: str = "linear") -> Tensor:
-    """As ``torch.nanquantile``: the quantiles of the non-NaN values."""
+    """As ``torch.nanquantile``: the quantiles of the non-NaN values (NaN for an all-NaN
+    slice); ``q`` as in :func:`quantile`."""
     if not input.dtype.is_floating_point:
         raise TypeError(f"nanquantile() input tensor must be either float or double dtype, got {input.dtype}")
     return _quantile(input, q, dim, keepdim, interpolation, True)
