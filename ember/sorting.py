@@ -201,7 +201,7 @@ def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
             same = cur == prev
             if x.dtype.is_floating_point:
                 same = same | (cur.isnan() & prev.isnan())
-            first = full(_without(x.shape, d)[:d] + (1,) + x.shape[d + 1:], True, dtype=dt.bool_, device=x.device)
+            first = full(x.shape[:d] + (1,) + x.shape[d + 1:], True, dtype=dt.bool_, device=x.device)
             starts = _cat([first, ~same], d)
         else:
             starts = full(x.shape, True, dtype=dt.bool_, device=x.device)
@@ -277,8 +277,7 @@ def _quantile(input: Tensor, q: Any, dim: Any, keepdim: bool, interpolation: str
     out = s.gather(-1, below)  # (*rows, nq)
     if interpolation in ("linear", "midpoint"):
         # the weight carries q's gradient (linear): d rank / d q = count - 1
-        w = ranks - below.to(ranks.dtype) if interpolation == "linear" else full(ranks.shape, 0.5, dtype=ranks.dtype,
-                                                                                  device=ranks.device)
+        w = ranks - below.to(ranks.dtype) if interpolation == "linear" else 0.5
         out = out.lerp(s.gather(-1, ranks.detach().ceil().to(dt.int64)), w)
     out = out.movedim(-1, 0)  # (nq, *rows)
     if keepdim and input.ndim:
