@@ -6,8 +6,9 @@ Orders are decided on the input's device by the registry's ``argsort`` (a stable
 ordered above every number as torch does; a bitonic network on the Cube backend) as int64
 index tensors; the values are then ``gather``-ed from the input, so they carry autodiff's
 exact gradient. sort, argsort, msort, topk, kthvalue, median and nanmedian run entirely on
-the device (median's position in each slice counts NaN there); quantile sorts on the device
-and computes its ranks on the host; mode and cummax/cummin still decide on the host. ``logcumsumexp`` is a
+the device (median's position in each slice counts NaN there), as do mode (run lengths of the
+sorted slice), quantile and nanquantile (ranks from q and each slice's count of numbers), and
+cummax/cummin (the registry's ``cumargmax`` / ``cumargmin`` scans). ``logcumsumexp`` is a
 log-depth scan of ember ops (Hillis-Steele: step k combines each element with the one k
 before), so it stays on the device and is differentiated by autodiff.
 Counting ops (histc, bincount, unique, searchsorted) return host-computed results, as torch's
@@ -23,8 +24,8 @@ import numpy as np
 
 from . import _shape as S
 from . import dtype as dt
-from .creation import full, tensor
-from .errors import ShapeError
+from .creation import arange, full, tensor
+from .errors import DeviceMismatchError, DTypeError, ShapeError
 from .tensor import Tensor
 
 __all__ = [
@@ -48,12 +49,6 @@ def _host(x: Tensor) -> np.ndarray:
 
 def _index(a: np.ndarray, like: Tensor) -> Tensor:
     return tensor(np.array(a, dtype=np.int64), dtype=dt.int64, device=like.device)
-
-
-def _gather(x: Tensor, dim: int, idx: np.ndarray) -> Tensor:
-    if x.ndim == 0:
-        return x.reshape(1).gather(0, _index(idx.reshape(1), x)).reshape(())
-    return x.gather(dim, _index(idx, x))
 
 
 def _order(x: Tensor, d: int, descending: bool) -> Tensor:
@@ -181,88 +176,122 @@ def nanmedian(input: Tensor, dim: int | None = None, keepdim: bool = False) -> A
 
 def mode(input: Tensor, dim: int = -1, keepdim: bool = False) -> ValuesIndices:
     """As ``torch.mode``: the most frequent value along ``dim`` (the smallest among equally
-    frequent ones) and the index of its last occurrence."""
+    frequent ones) and the index of its last occurrence. Differences: torch's CPU kernel gives
+    the last occurrence for short slices only (its sort is not stable, so a longer slice gets
+    some occurrence); NaNs count as one value, above every number (torch's kernel sorts NaN with
+    ``<``, so its result with NaN depends on where the NaNs stand).
+
+    On the device: each slice is sorted (stable, so equal values keep their input order), the
+    start of each run of equal values is the running argmax of the run-start flags, and the
+    first position of the greatest run length so far ends the smallest of the most frequent
+    values' runs; its sorted-order index is that value's last occurrence."""
     d = _dim(input, dim)
     x = input if input.ndim else input.reshape(1)
-    a = np.moveaxis(_host(x), d, -1)
-    flat = a.reshape(-1, a.shape[-1])
-    idx = np.zeros(flat.shape[0], np.int64)
-    for r, row in enumerate(flat):
-        if row.size == 0:
-            continue
-        vals, counts = np.unique(row, return_counts=True)
-        best = vals[np.argmax(counts)]  # np.unique sorts: the first maximum is the smallest value
-        hits = np.nonzero((row == best) | (np.isnan(row) & np.isnan(best)))[0]
-        idx[r] = hits[-1]
-    idx = np.expand_dims(idx.reshape(a.shape[:-1]), d)
-    v = _gather(x, d, idx)
+    n = x.shape[d]
+    if n == 0:
+        raise IndexError(f"mode(): Expected reduction dim {dim} to have non-zero size.")
+    if x.numel() == 0:
+        v = x.narrow(d, 0, 1)
+        idx = full(v.shape, 0, dtype=dt.int64, device=x.device)
+    else:
+        order = _order(x, d, False)  # NaN last: the NaNs form the last run
+        s = x.detach().gather(d, order)
+        if n > 1:
+            prev, cur = s.narrow(d, 0, n - 1), s.narrow(d, 1, n - 1)
+            same = cur == prev
+            if x.dtype.is_floating_point:
+                same = same | (cur.isnan() & prev.isnan())
+            first = full(x.shape[:d] + (1,) + x.shape[d + 1:], True, dtype=dt.bool_, device=x.device)
+            starts = _cat([first, ~same], d)
+        else:
+            starts = full(x.shape, True, dtype=dt.bool_, device=x.device)
+        run_start = starts._op("cumargmax", d, dtype=dt.int64)  # the last start at or before each k
+        pos = arange(n, dtype=dt.int64, device=x.device).reshape((n,) + (1,) * (x.ndim - d - 1))
+        length = pos - run_start  # one less than the run's length so far
+        idx = order.gather(d, length.argmax(d, keepdim=True))
+        v = x.gather(d, idx)
     if not keepdim or input.ndim == 0:
-        v, idx = v.squeeze(d), np.squeeze(idx, d)
-    if input.ndim == 0:
-        v, idx = v.reshape(()), idx.reshape(())
-    return ValuesIndices(v, _index(idx, input))
+        v, idx = v.squeeze(d), idx.squeeze(d)
+    return _scalar_out(input, ValuesIndices(v, idx))
+
+
+def _cat(parts: list[Tensor], d: int) -> Tensor:
+    from .tensor import cat
+
+    return cat(parts, d)
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
 
 
 def _quantile(input: Tensor, q: Any, dim: Any, keepdim: bool, interpolation: str, ignore_nan: bool) -> Tensor:
-    modes = ("linear", "lower", "higher", "midpoint", "nearest")
-    if interpolation not in modes:
-        raise ValueError(f"quantile() interpolation must be one of {', '.join(modes)}. Got {interpolation}")
-    qa = _host(q).astype(np.float64) if isinstance(q, Tensor) else np.asarray(q, np.float64)
-    if qa.ndim > 1:
-        raise ShapeError("quantile() q must be a scalar or 1D tensor")
-    if np.any((qa < 0) | (qa > 1)):
-        raise ValueError("quantile() q values must be in the range [0, 1]")
-    x = input
+    """torch's algorithm on the device: sort (NaN last), a rank per (slice, q) from q and the
+    slice's length (or count of numbers), the interpolation's rounding of the rank, and a lerp
+    between the values at the ranks below and above."""
+    if interpolation not in _INTERPOLATIONS:
+        raise ValueError(f"quantile() interpolation must be one of {', '.join(_INTERPOLATIONS)}. Got {interpolation}")
+    if isinstance(q, Tensor):
+        if q.ndim > 1:
+            raise ShapeError("quantile() q must be a scalar or 1D tensor")
+        if q.dtype != input.dtype:
+            raise DTypeError("quantile() q tensor must be same dtype as the input tensor")
+        if q.device != input.device:
+            raise DeviceMismatchError("quantile() q tensor must be on the same device as the input tensor")
+        # torch checks the values of a q on the CPU only (a GPU q would cost a sync); ember
+        # likewise checks them on Flex, whose data is on the host already
+        if q.device.type == "flex" and q.numel() and not bool(((q >= 0) & (q <= 1)).all().item()):
+            raise ValueError("quantile() q values must be in the range [0, 1]")
+        qt, scalar_q = q, q.ndim == 0
+    else:
+        qa = np.asarray(q, np.float64)
+        if qa.ndim > 1:
+            raise ShapeError("quantile() q must be a scalar or 1D tensor")
+        if np.any((qa < 0) | (qa > 1)):
+            raise ValueError("quantile() q values must be in the range [0, 1]")
+        qt, scalar_q = tensor(qa.astype(input.dtype.np), dtype=input.dtype, device=input.device), qa.ndim == 0
+    if input.numel() == 0:
+        raise ValueError("quantile() input tensor must be non-empty")
     if dim is None:
         x, d = input.reshape(-1), 0
     else:
         d = _dim(input, dim)
-        if x.ndim == 0:
-            x = x.reshape(1)
-    s = sort(x, d).values  # NaN last
-    a = np.moveaxis(_host(x), d, -1)
-    n = a.shape[-1]
-    nans = np.isnan(a).sum(-1)
-    count = (n - nans) if ignore_nan else np.full(a.shape[:-1], n)
-    qs = qa.reshape(-1)
-    rank = qs[:, None] * np.maximum(count.reshape(-1) - 1, 0)[None, :]  # (nq, rows)
-    lo, hi = np.floor(rank), np.ceil(rank)
+        x = input if input.ndim else input.reshape(1)
+    s = sort(x, d).values.movedim(d, -1)  # (*rows, n), NaN last
+    n = s.shape[-1]
+    rows = s.shape[:-1]
+    qv = qt.reshape(-1)  # (nq,)
+    nan = s.detach().isnan()
+    if ignore_nan:  # the rank among the numbers; an all-NaN slice gets rank 0: its first NaN
+        count = (~nan).to(dt.int64).sum(-1, keepdim=True)
+        ranks = qv * (count - 1)
+        ranks = ranks.masked_fill(ranks < 0, 0)
+    else:  # any NaN makes the quantile NaN: the rank of the last element, a NaN
+        ranks = (qv * (n - 1)).expand(*rows, qv.shape[0]).masked_fill(nan.any(-1, keepdim=True), n - 1)
     if interpolation == "lower":
-        hi = lo
+        ranks = ranks.floor()
     elif interpolation == "higher":
-        lo = hi
+        ranks = ranks.ceil()
     elif interpolation == "nearest":
-        lo = hi = np.round(rank)  # round half to even, as torch
-    w = rank - lo if interpolation == "linear" else np.full(rank.shape, 0.5 if interpolation == "midpoint" else 0.0)
-    if interpolation == "midpoint":
-        w = np.where(hi > lo, 0.5, 0.0)
-    bad = (nans.reshape(-1) > 0) if not ignore_nan else (count.reshape(-1) == 0)
-    rows = a.shape[:-1]
-    sm = s.movedim(d, -1).reshape(-1, n) if n else s.movedim(d, -1).reshape(-1, 1)
-    lo_i = np.clip(lo, 0, max(n - 1, 0)).astype(np.int64)
-    hi_i = np.clip(hi, 0, max(n - 1, 0)).astype(np.int64)
-    vlo = sm.gather(1, _index(lo_i.T, x))  # (rows, nq)
-    vhi = sm.gather(1, _index(hi_i.T, x))
-    if interpolation == "linear" and isinstance(q, Tensor) and q.requires_grad:
-        # the weight as a function of q on the device, so that q gets its gradient (vhi - vlo) (c - 1)
-        cm1 = np.maximum(count.reshape(-1) - 1, 0).astype(x.dtype.np)
-        wt = tensor(cm1, dtype=x.dtype, device=x.device).unsqueeze(1) * q.to(x.dtype).reshape(1, -1)
-        wt = wt - tensor(lo.T.astype(x.dtype.np), dtype=x.dtype, device=x.device)
-    else:
-        wt = tensor(w.T.astype(x.dtype.np), dtype=x.dtype, device=x.device)
-    out = vlo + (vhi - vlo) * wt
-    nan = tensor(np.where(bad[:, None], np.nan, 0.0).astype(x.dtype.np), dtype=x.dtype, device=x.device)
-    out = (out + nan).mT.reshape(len(qs), *rows)  # (nq, rows...)
+        ranks = ranks.round()  # half to even, as torch
+    below = ranks.detach().to(dt.int64)
+    out = s.gather(-1, below)  # (*rows, nq)
+    if interpolation in ("linear", "midpoint"):
+        # the weight carries q's gradient (linear): d rank / d q = count - 1
+        w = ranks - below.to(ranks.dtype) if interpolation == "linear" else 0.5
+        out = out.lerp(s.gather(-1, ranks.detach().ceil().to(dt.int64)), w)
+    out = out.movedim(-1, 0)  # (nq, *rows)
     if keepdim and input.ndim:
-        out = out.unsqueeze(d + 1) if dim is not None else out.reshape(len(qs), *([1] * input.ndim))
-    if qa.ndim == 0:
+        out = out.unsqueeze(d + 1) if dim is not None else out.reshape(out.shape[0], *([1] * input.ndim))
+    if scalar_q:
         out = out.squeeze(0)
     return out
 
 
 def quantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = False, *,
              interpolation: str = "linear") -> Tensor:
-    """As ``torch.quantile`` (NaN where a slice has NaN)."""
+    """As ``torch.quantile`` (NaN where a slice has NaN). Computed on the input's device; the
+    values of a tensor ``q`` are range-checked on Flex only (torch checks a CPU q only: reading
+    a device's q would wait for it)."""
     if not input.dtype.is_floating_point:
         raise TypeError(f"quantile() input tensor must be either float or double dtype, got {input.dtype}")
     return _quantile(input, q, dim, keepdim, interpolation, False)
@@ -270,38 +299,29 @@ def quantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = Fals
 
 def nanquantile(input: Tensor, q: Any, dim: int | None = None, keepdim: bool = False, *,
                 interpolation: str = "linear") -> Tensor:
-    """As ``torch.nanquantile``: the quantiles of the non-NaN values."""
+    """As ``torch.nanquantile``: the quantiles of the non-NaN values (NaN for an all-NaN
+    slice); ``q`` as in :func:`quantile`."""
     if not input.dtype.is_floating_point:
         raise TypeError(f"nanquantile() input tensor must be either float or double dtype, got {input.dtype}")
     return _quantile(input, q, dim, keepdim, interpolation, True)
 
 
-def _cum_extreme(input: Tensor, dim: int, larger: bool) -> ValuesIndices:
+def _cum_extreme(input: Tensor, dim: int, largest: bool) -> ValuesIndices:
+    """The running extreme's indices on the device (the registry's ``cumargmax`` /
+    ``cumargmin``: torch's rule, ties to the later element, NaN to the latest NaN); the values
+    are gathered through them, so the gradient goes to the indices, as torch's."""
     d = _dim(input, dim)
     x = input if input.ndim else input.reshape(1)
-    a = np.moveaxis(_host(x), d, -1)
-    idx = np.zeros(a.shape, np.int64)
-    if a.shape[-1]:
-        best = a[..., 0].copy()
-        cur = np.zeros(a.shape[:-1], np.int64)
-        for i in range(1, a.shape[-1]):
-            v = a[..., i]
-            with np.errstate(invalid="ignore"):
-                better = (v >= best) if larger else (v <= best)
-            if a.dtype.kind == "f":  # NaN takes over and stays
-                better = (better | np.isnan(v)) & ~np.isnan(best)
-            best = np.where(better, v, best)
-            cur = np.where(better, i, cur)
-            idx[..., i] = cur
-    idx = np.moveaxis(idx, -1, d)
-    v = _gather(x, d, idx)
+    idx = x._op("cumargmax" if largest else "cumargmin", d, dtype=dt.int64)
+    v = x.gather(d, idx)
     if input.ndim == 0:
-        return ValuesIndices(v.reshape(()), _index(idx.reshape(()), input))
-    return ValuesIndices(v, _index(idx, input))
+        return ValuesIndices(v.reshape(()), idx.reshape(()))
+    return ValuesIndices(v, idx)
 
 
 def cummax(input: Tensor, dim: int) -> ValuesIndices:
-    """As ``torch.cummax``: running maxima and the index of the (last) maximum so far."""
+    """As ``torch.cummax``: running maxima and the index of the last maximum so far (of the
+    latest NaN once there is one)."""
     return _cum_extreme(input, dim, True)
 
 

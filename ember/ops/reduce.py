@@ -1,4 +1,5 @@
-"""Reductions, arg-reductions, scans and the normalising reductions (mean, var, logsumexp,
+"""Reductions, arg-reductions, scans (cumsum, cumprod; cumargmax / cumargmin, the indices of the
+running extremes) and the normalising reductions (mean, var, logsumexp,
 softmax, log_softmax).
 
 ``dims`` is a non-empty tuple of non-negative dims (the Tensor API expands "all dims"); a scan
@@ -53,6 +54,10 @@ def _arg_reduce_out(p: Any, dim: int, keepdim: bool) -> tuple[Shape, dt.DType]:
     return reduced(p.shape, (dim,), keepdim), dt.int64
 
 
+def _arg_scan_out(p: Any, dim: int) -> tuple[Shape, dt.DType]:
+    return p.shape, dt.int64
+
+
 
 # ----------------------------------------------------------------------------- numpy forms
 def _arg_reduce(f: Any) -> Any:
@@ -67,6 +72,34 @@ def _scan(f: Any) -> Any:
         if p.dtype in HALF:
             return f(p, axis=dim, dtype=F32).astype(p.dtype)
         return f(p, axis=dim)
+
+    return op
+
+
+def _cumarg(largest: bool) -> Any:
+    """The numpy form of ``cumargmax`` / ``cumargmin``: at each k, the index of the running
+    extreme of p[:k + 1] by torch's rule (a later element equal to the extreme takes over; a NaN
+    takes over whatever came before, so after the first NaN the index is the last NaN's)."""
+    accumulate = np.maximum.accumulate if largest else np.minimum.accumulate
+
+    def op(p: np.ndarray, dim: int) -> np.ndarray:
+        a = p
+        if a.dtype.kind == "f" and a.dtype.itemsize < 4 or a.dtype.kind not in "fiub":
+            a = a.astype(np.float32)  # float16 / bfloat16: exact in float32
+        elif a.dtype == np.bool_:
+            a = a.astype(np.uint8)
+        pos = np.arange(a.shape[dim], dtype=np.int64).reshape((-1,) + (1,) * (a.ndim - dim - 1))
+        pos = np.broadcast_to(pos, a.shape)
+        with np.errstate(invalid="ignore"):
+            # the last position j <= k holding the running extreme: where a[j] equals the running
+            # extreme at j (that extreme only grows, so the last such j holds the one at k)
+            hit = a == accumulate(a, axis=dim)
+            idx = np.maximum.accumulate(np.where(hit, pos, 0), axis=dim)
+        if a.dtype.kind == "f":
+            nan = np.isnan(a)
+            seen = np.logical_or.accumulate(nan, axis=dim)
+            idx = np.where(seen, np.maximum.accumulate(np.where(nan, pos, 0), axis=dim), idx)
+        return idx.astype(np.int64, copy=False)
 
     return op
 
@@ -228,6 +261,11 @@ register(
     Op("cumsum", "scan", same, flex=_scan(np.cumsum),
        grad=Rule("", lambda B, g, out, p, dim: _rev_cumsum(B, g, dim))),
     Op("cumprod", "scan", same, front=cumprod, flex=_scan(np.cumprod), grad=Rule("p out", _cumprod_grad)),
+    # the int64 index of the running max / min (torch's cummax / cummin indices); no gradient:
+    # the Tensor API gathers the values through them (``ember/sorting.py``), which gives torch's
+    # gradient (each g scattered to the index it came from)
+    Op("cumargmax", "scan", _arg_scan_out, flex=_cumarg(True)),
+    Op("cumargmin", "scan", _arg_scan_out, flex=_cumarg(False)),
     # composites with a kernel on the Cube backend and a dedicated rule: one node and fewer
     # saved values than their expansion
     Op("mean", "normalize", _reduce, flex=_mean, compose=_mean_compose),

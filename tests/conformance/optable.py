@@ -832,6 +832,96 @@ for _dim, _largest in ((-1, True), (-1, False), (0, True)):
                lambda x, d=_dim, g=_largest: tuple(x.topk(3, d, largest=g)),
                lambda x, d=_dim, g=_largest: _sorted(x, d, g, 3), unary([(4, 9), (3, 4, 5)], **_SORT_GEN), NUMERIC,
                (), lambda d: (d, "int64"), tol=0))
+def _cum_extreme(x: np.ndarray, dim: int, largest: bool) -> tuple[np.ndarray, np.ndarray]:
+    """torch's cummax / cummin, element by element: a later element equal to the running
+    extreme takes over (its index wins), and a NaN takes over whatever came before."""
+    a = np.moveaxis(np.asarray(x), dim, -1)
+    vals, idx = np.empty_like(a), np.zeros(a.shape, np.int64)
+    for r in np.ndindex(*a.shape[:-1]):
+        best, at = None, 0
+        for k, v in enumerate(a[r]):
+            if best is None or v != v or (best == best and (v >= best if largest else v <= best)):
+                best, at = v, k
+            vals[r + (k,)], idx[r + (k,)] = best, at
+    return np.moveaxis(vals, -1, dim), np.moveaxis(idx, -1, dim)
+
+
+def _mode(x: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """The most frequent value of each slice (the smallest on ties; NaNs one value above every
+    number) and the index of its last occurrence."""
+    a = np.moveaxis(np.asarray(x), dim, -1)
+    vals, idx = np.empty(a.shape[:-1], a.dtype), np.zeros(a.shape[:-1], np.int64)
+    for r in np.ndindex(*a.shape[:-1]):
+        row = a[r]
+        keys = [("nan",) if v != v else (v,) for v in row]
+        best = min(set(keys), key=lambda k: (-keys.count(k), k == ("nan",), k[0] if k != ("nan",) else 0))
+        idx[r] = max(k for k, key in enumerate(keys) if key == best)
+        vals[r] = row[idx[r]]
+    return vals, idx
+
+
+def _quantile_ref(x: np.ndarray, q: Any, dim: int, interpolation: str, ignore_nan: bool = False) -> np.ndarray:
+    """torch's quantile along ``dim`` in float64: rank q * (n - 1) of the sorted slice (n its
+    count of numbers when ``ignore_nan``), rounded by ``interpolation``; NaN where the slice has
+    one (an all-NaN slice for nanquantile)."""
+    a = np.moveaxis(np.asarray(x, np.float64), dim, -1)
+    qs = np.atleast_1d(np.asarray(q, np.float64))
+    out = np.empty((len(qs),) + a.shape[:-1])
+    for r in np.ndindex(*a.shape[:-1]):
+        row = a[r]
+        nums = np.sort(row[~np.isnan(row)])
+        if (len(nums) < len(row) and not ignore_nan) or not len(nums):
+            out[(slice(None),) + r] = np.nan
+            continue
+        for j, qv in enumerate(qs):
+            rank = qv * (len(nums) - 1)
+            lo, hi = math.floor(rank), math.ceil(rank)
+            if interpolation == "lower":
+                hi = lo
+            elif interpolation == "higher":
+                lo = hi
+            elif interpolation == "nearest":
+                lo = hi = int(np.round(rank))
+            if interpolation not in ("linear", "midpoint"):  # no interpolation: inf stays inf
+                out[(j,) + r] = nums[lo]
+                continue
+            w = 0.5 if interpolation == "midpoint" else rank - lo
+            a0, a1 = nums[lo], nums[hi]  # torch's lerp: from the nearer end (inf - inf only between)
+            out[(j,) + r] = a0 + w * (a1 - a0) if w < 0.5 else a1 - (a1 - a0) * (1 - w)
+    return out if np.ndim(q) else out[0]
+
+
+for _dim in (-1, 0):
+    for _largest in (True, False):
+        _n = "cummax" if _largest else "cummin"
+        add(OpSpec(f"{_n}[dim={_dim}]", lambda x, d=_dim, g=_largest: tuple((x.cummax if g else x.cummin)(d)),
+                   lambda x, d=_dim, g=_largest: _cum_extreme(x, d, g), unary(_SORT_SHAPES, **_SORT_GEN),
+                   NUMERIC + ("bool",), (), lambda d: (d, "int64"), tol=0))
+    add(OpSpec(f"mode[dim={_dim}]", lambda x, d=_dim: tuple(x.mode(d)), lambda x, d=_dim: _mode(x, d),
+               unary([(5,), (3, 9), (2, 4, 6)], **_SORT_GEN), NUMERIC + ("bool",), (), lambda d: (d, "int64"), tol=0))
+for _interp in ("linear", "lower", "higher", "midpoint", "nearest"):
+    add(
+        # q = 0.25 and 0.75: exact ranks in every float type; NaN and inf mixed in
+        OpSpec(f"quantile[{_interp}]", lambda x, i=_interp: x.quantile([0.25, 0.5, 0.75], dim=-1, interpolation=i),
+               lambda x, i=_interp: _quantile_ref(x, [0.25, 0.5, 0.75], -1, i), unary([(3, 9), (2, 3, 4)], **_SORT_GEN),
+               ("float64", "float32"), (0,) if _interp == "linear" else ()),
+        OpSpec(f"nanquantile[{_interp}]", lambda x, i=_interp: x.nanquantile(0.75, dim=0, keepdim=True, interpolation=i)
+               .squeeze(0), lambda x, i=_interp: _quantile_ref(x, 0.75, 0, i, True),
+               unary([(5, 3), (7,)], edges=(np.nan, np.nan, np.nan, 1.5)), ("float64", "float32"), ()),
+    )
+add(
+    OpSpec("cummax.grad", lambda x: x.cummax(1).values, lambda x: _cum_extreme(x, 1, True)[0],
+           unary([(3, 6)], distinct=True), FLOATS, (0,)),
+    OpSpec("cummin.grad", lambda x: x.cummin(0).values, lambda x: _cum_extreme(x, 0, False)[0],
+           unary([(5, 3)], distinct=True), FLOATS, (0,)),
+    OpSpec("mode.grad", lambda x: x.mode(0).values, lambda x: _mode(x, 0)[0], unary([(5, 3)], distinct=True), FLOATS,
+           (0,)),
+    # rows of several blocks: the block scan of (value, index) pairs on parallel-units devices
+    OpSpec("large.cummax[len=5000]", lambda x: tuple(x.cummax(-1)), lambda x: _cum_extreme(x, -1, True),
+           unary([(2, 5000)], **_SORT_GEN), ("float32", "int32"), (), lambda d: (d, "int64"), tol=0),
+    OpSpec("large.cummin[len=2500,dim=0]", lambda x: tuple(x.cummin(0)), lambda x: _cum_extreme(x, 0, False),
+           unary([(2500, 2)], **_SORT_GEN), ("float32",), (), lambda d: (d, "int64"), tol=0),
+)
 add(
     # the values' gradient flows through gather (distinct values: no tie is a kink)
     OpSpec("sort.grad", lambda x: x.sort(-1, descending=True).values, lambda x: _sorted(x, -1, True)[0],

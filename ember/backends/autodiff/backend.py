@@ -131,7 +131,7 @@ class Autodiff(Backend):
                 continue
             if entry.compose is not None:  # a composite without a rule of its own (mean, gelu, ...)
                 methods[op] = self._composite_op(self._fns[op], getattr(Backend, op))
-            elif op in primitives("sort"):  # non-differentiable primitives (argsort): never tracked
+            elif op in primitives("sort", "scan"):  # non-differentiable primitives (argsort, cumargmax)
                 methods[op] = self._untracked_op(self._fns[op])
         for op, method in methods.items():
             method.__name__ = method.__qualname__ = op

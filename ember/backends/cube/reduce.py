@@ -1,5 +1,6 @@
 """Reductions of the Cube backend: sum, prod, max, min, all, any, mean over any set of dims;
-argmax/argmin; cumsum; softmax, log_softmax, logsumexp as single kernels.
+argmax/argmin; cumsum, cumprod and the indices of cummax/cummin; softmax, log_softmax,
+logsumexp as single kernels.
 
 Layout (the kernels are in ``reduce_kernels.py``): the input is made contiguous, then the
 reduced dims are brought to one of two shapes with as few copies as possible:
@@ -48,6 +49,7 @@ from ...cube.launch import CubeCount, CubeDim, lines
 from ...cube.runtime.client import max_line_bytes, shared_limit
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from ...ops import primitives
+from . import argscan_kernels as ak
 from . import reduce_kernels as rk
 
 _HALF = (dt.float16, dt.bfloat16)
@@ -164,6 +166,45 @@ class ReduceOps:
                 )
             return
         rk.scan_rows.launch(self.client, CubeCount.covering(rows, _BIG), _BIG, x, out, rows, k, inner, op)
+
+    def cumargmax(self, p: CubeTensor, dim: int) -> CubeTensor:
+        return self._argscan(p, dim, True)
+
+    def cumargmin(self, p: CubeTensor, dim: int) -> CubeTensor:
+        return self._argscan(p, dim, False)
+
+    def _argscan(self, p: CubeTensor, dim: int, largest: bool) -> CubeTensor:
+        """The int64 index of the running max (``largest``) / min along ``dim``
+        (``argscan_kernels.py``): the block scan for long contiguous rows on parallel-units
+        targets (as ``_scan_into``), one unit per row otherwise."""
+        out = self._empty(p.shape, dt.int64)
+        if not p.numel:
+            return out
+        x = self.contiguous(p)
+        if x.dtype in _HALF:
+            x = self.cast(x, dt.float32)  # exact, same order
+        elif x.dtype is dt.bool_:
+            x = CubeTensor(x.client, x.buffer, x.shape, x.strides, x.offset, dt.uint8)
+        outer, k, inner = _split3(p.shape, dim, dim)
+        rows = outer * inner
+        if inner == 1 and k >= _BLOCK_SCAN_MIN and not self._units_serial:
+            span = min(_SCAN_SPAN, 1 << max(0, (_cdiv(k, _BIG.units) - 1).bit_length()))
+            block = _BIG.units * span
+            blocks = _cdiv(k, block)
+            tot_v = self._empty((rows * blocks,), x.dtype)
+            tot_i = self._empty((rows * blocks,), dt.int32)
+            one = blocks == 1
+            idx = self._empty((1,) if one else (rows * k,), dt.int32)
+            ak.argscan_blocks.launch(self.client, CubeCount.covering(rows * blocks, 1), _BIG, x, idx, out, tot_v,
+                                     tot_i, k, blocks, span, largest, one)
+            if not one:
+                ak.argscan_totals.launch(self.client, CubeCount.covering(rows, _BIG), _BIG, tot_v, tot_i, rows,
+                                         blocks, largest)
+                ak.argscan_add.launch(self.client, CubeCount.covering(rows * k, _BIG), _BIG, idx, out, x, tot_v,
+                                      tot_i, k, blocks, block, largest)
+            return out
+        ak.argscan_rows.launch(self.client, CubeCount.covering(rows, _BIG), _BIG, x, out, rows, k, inner, largest)
+        return out
 
     def softmax(self, p: CubeTensor, dim: int) -> CubeTensor:
         return self._softmax(p, dim, "softmax")
@@ -457,6 +498,7 @@ def _scan_method(op: str) -> Any:
     return method
 
 
-# every scan op of the registry runs ``scan_rows`` with its name as the comptime op
+# every other scan op of the registry runs ``scan_rows`` with its name as the comptime op
 for _op in primitives("scan"):
-    setattr(ReduceOps, _op, _scan_method(_op))
+    if _op not in ReduceOps.__dict__:
+        setattr(ReduceOps, _op, _scan_method(_op))
