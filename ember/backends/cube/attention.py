@@ -21,7 +21,7 @@ import math
 
 from ... import dtype as dt
 from ...cube.launch import CubeCount, CubeDim, lines
-from ...cube.runtime.client import max_arrays, max_line_bytes
+from ...cube.runtime.client import max_arrays, max_line_bytes, shared_limit
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from ...ops import REGISTRY
 from . import attention_kernels as ak
@@ -32,10 +32,10 @@ __all__ = ["AttentionOps", "MAX_HEAD_DIM"]
 #: accumulator row) in registers
 MAX_HEAD_DIM = 128
 _FLOATS = (dt.float32, dt.float16, dt.bfloat16)
-#: (query rows per cube, key rows per tile) of the forward and dq kernels, and (key rows per
-#: cube, query rows per tile) of the dk/dv kernel
-_BQ, _BK = 64, 16
-_BKV, _BQT = 64, 16
+#: query rows (forward, dq) or key rows (dk/dv) per cube: a GPU's block; on a target whose
+#: units run serially (the C runtime) a small cube lets causal cubes skip more tiles
+_ROWS_PARALLEL = 64
+_ROWS_SERIAL = 16
 _MAX_GRID = 65535
 
 
@@ -118,6 +118,15 @@ class AttentionOps:
             view = buf.with_layout((n_q, ev), (ev, 1), 0)
         return view, buf.with_layout((b, h, n_q, ev), (n_q * row, ev, row, 1), 0)
 
+    def _attn_lanes(self, e: int, ev: int) -> int:
+        """Keys (queries, in the dk/dv kernel) per tile: one float32 lane each in the score lines;
+        the widest of 16, 8, 4 whose tiles fit the target's shared memory."""
+        limit = shared_limit(self.client)
+        for lanes in (16, 8, 4):
+            if limit is None or (2 * e + 2 * ev + 2) * lanes * 4 + 256 <= limit:
+                return lanes
+        return 4
+
     # ----------------------------------------------------------------- ops
     def sdpa(self, q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: float, causal: bool) -> CubeTensor:
         if not self._attn_fused(q, k, v, 4):
@@ -125,16 +134,17 @@ class AttentionOps:
         q4, k4, v4 = self._attn4(q), self._attn4(k), self._attn4(v)
         e, ev = q.shape[-1], v.shape[-1]
         out, o4 = self._attn_out(q, ev)
-        w = self._attn_width((e, ev), (q4, k4, v4, o4))
+        w = self._attn_width((ev,), (v4, o4))
         b, h, n_q = q4.shape[:3]
-        count = CubeCount(-(-n_q // _BQ), h, b)
-        ak.attn_fwd.launch(self.client, count, CubeDim(_BQ), lines(q4, w), lines(k4, w), lines(v4, w),
-                           lines(o4, w), float(scale), bool(causal), e // w, ev // w, _BQ, _BK)
+        rows = _ROWS_SERIAL if self._units_serial else _ROWS_PARALLEL
+        count = CubeCount(-(-n_q // rows), h, b)
+        ak.attn_fwd.launch(self.client, count, CubeDim(rows), q4, k4, lines(v4, w), lines(o4, w), float(scale),
+                           bool(causal), e, ev // w, rows, self._attn_lanes(e, ev), self._units_serial)
         return out
 
     def sdpa_backward(self, g: CubeTensor, q: CubeTensor, k: CubeTensor, v: CubeTensor, out: CubeTensor,
                       scale: float, causal: bool) -> CubeTensor:
-        if not self._attn_fused(q, k, v, 7) or g.dtype is not q.dtype or out.dtype is not q.dtype:
+        if not self._attn_fused(q, k, v, 9) or g.dtype is not q.dtype or out.dtype is not q.dtype:
             return REGISTRY["sdpa_backward"].compose(self, g, q, k, v, out, scale, causal)
         q4, k4, v4 = self._attn4(q), self._attn4(k), self._attn4(v)
         g4, o4 = self._attn4(g), self._attn4(out)
@@ -145,12 +155,14 @@ class AttentionOps:
         dq = flat.with_layout((b, h, n_q, e), contiguous_strides((b, h, n_q, e)), 0)
         dk = flat.with_layout((b, h, n_k, e), contiguous_strides((b, h, n_k, e)), nq)
         dv = flat.with_layout((b, h, n_k, ev), contiguous_strides((b, h, n_k, ev)), nq + nk)
-        w = self._attn_width((e, ev), (q4, k4, v4, g4, o4, dq, dk, dv))
+        w = self._attn_width((e, ev), (q4, k4, g4, dq, dk, dv))
+        lanes = self._attn_lanes(e, ev)
         stats = self._empty((b * h * n_q * 2,), dt.float32)
-        ak.attn_bwd_dq.launch(self.client, CubeCount(-(-n_q // _BQ), h, b), CubeDim(_BQ), lines(q4, w),
-                              lines(k4, w), lines(v4, w), lines(o4, w), lines(g4, w), lines(dq, w), stats,
-                              float(scale), bool(causal), e // w, ev // w, _BQ, _BK)
-        ak.attn_bwd_dkv.launch(self.client, CubeCount(-(-n_k // _BKV), h, b), CubeDim(_BKV), lines(q4, w),
-                               lines(k4, w), lines(v4, w), lines(g4, w), stats, lines(dk, w), lines(dv, w),
-                               float(scale), bool(causal), e // w, ev // w, _BKV, _BQT)
+        serial = self._units_serial
+        rows = _ROWS_SERIAL if serial else _ROWS_PARALLEL
+        ak.attn_bwd_dq.launch(self.client, CubeCount(-(-n_q // rows), h, b), CubeDim(rows), q4, k4, lines(k4, w),
+                              v4, o4, g4, lines(dq, w), stats, float(scale), bool(causal), e, ev, rows, lanes, serial)
+        ak.attn_bwd_dkv.launch(self.client, CubeCount(-(-n_k // rows), h, b), CubeDim(rows), q4, lines(q4, w),
+                               k4, v4, g4, lines(g4, w), stats, lines(dk, w), lines(dv, w), float(scale),
+                               bool(causal), e, ev, rows, lanes, serial)
         return flat

@@ -45,19 +45,25 @@ from ...cube import (
     LocalArray,
     SharedMemory,
     Tensor,
+    bitcast,
     cast,
     exp,
     f32,
+    function,
+    i32,
     kernel,
     line,
+    line_max,
     line_sum,
     log,
     select,
     sync_cube,
     u32,
+    width_of,
 )
 from ...cube import max as cmax
 from ...cube import min as cmin
+from ...cube import round as cround
 
 __all__ = ["attn_fwd", "attn_bwd_dq", "attn_bwd_dkv"]
 
@@ -67,12 +73,56 @@ In = ElemVar("In", "float")
 _NEG_INF = -float("inf")
 
 
+@function
+def _exp_lanes(x, fast: Comptime[bool]):
+    """exp of a line of scores shifted by their max (every lane <= 0, or -inf). ``fast``: a
+    polynomial the C compiler vectorises (libm's exp runs lane by lane there): ``2^n e^z`` with
+    ``n = round(x log2 e)`` and ``|z| <= ln 2 / 2``, e^z to degree 7 (relative error below
+    2e-7); lanes below 2^-126 (masked ones too) give 2^-126, which the callers zero where masked."""
+    if not fast:
+        return exp(x)
+    w = width_of(x)
+    y = cmax(x * f32(1.4426950408889634), line(f32(-126.0), w))
+    n = cround(y)
+    z = (y - n) * f32(0.6931471805599453)
+    r = z * f32(1.0 / 5040.0) + f32(1.0 / 720.0)
+    r = r * z + f32(1.0 / 120.0)
+    r = r * z + f32(1.0 / 24.0)
+    r = r * z + f32(1.0 / 6.0)
+    r = r * z + f32(0.5)
+    r = r * z + f32(1.0)
+    r = r * z + f32(1.0)
+    return r * bitcast((cast(n, i32) + 127) << 23, f32)
+
+
+@function
+def _keys_t(k, ko, ks, k0, n_k, x, bk: Comptime[int]):
+    """Line of the ``x``-th component of rows ``k0 .. k0 + bk`` of ``k`` (from ``ko``, rows ``ks``
+    apart); rows past ``n_k`` read the last row (their lanes are masked), so no lane branches."""
+    ln = line(f32(0), bk)
+    last = n_k - 1
+    for jj in range(bk):
+        ln[jj] = cast(k[ko + cmin(k0 + jj, last) * ks + x], f32)
+    return ln
+
+
+@function
+def _lanes_upto(lo, hi, bk: Comptime[int]):
+    """The bool line ``lo + lane <= hi`` (as float32: exact for positions below 2**24), a
+    comparison per line instead of a branch per lane. ``hi`` may be below ``lo`` (no lane)."""
+    ids = line(f32(0), bk)
+    for jj in range(bk):
+        ids[jj] = f32(jj)
+    return ids <= line(cast(hi, f32) - cast(lo, f32), bk)
+
+
 @kernel
-def attn_fwd(q: Tensor[Line[In]], k: Tensor[Line[In]], v: Tensor[Line[In]], out: Tensor[Line[In]],
-             scale: f32, causal: Comptime[bool], e: Comptime[int], ev: Comptime[int], bq: Comptime[int],
-             bk: Comptime[int]):
-    """out[b, h, i] = sum_j softmax_j(scale * q_i . k_j) v_j (see the module docstring)."""
-    w = q.line_size()
+def attn_fwd(q: Tensor[In], k: Tensor[In], v: Tensor[Line[In]], out: Tensor[Line[In]], scale: f32,
+             causal: Comptime[bool], e: Comptime[int], ev: Comptime[int], bq: Comptime[int], bk: Comptime[int],
+             fast: Comptime[bool]):
+    """out[b, h, i] = sum_j softmax_j(scale * q_i . k_j) v_j (see the module docstring); q and k
+    in scalars (``e`` per row), v and out in lines (``ev`` per row)."""
+    w = v.line_size()
     u = UNIT_POS
     b = CUBE_POS_Z
     h = CUBE_POS_Y
@@ -80,87 +130,78 @@ def attn_fwd(q: Tensor[Line[In]], k: Tensor[Line[In]], v: Tensor[Line[In]], out:
     n_q = q.shape(2)
     n_k = k.shape(2)
     i = qb * bq + u
-    row = i < n_q
     ir = cmin(i, n_q - 1)  # rows past the end read the last row (their results are not stored)
-    qo = (b * q.stride(0) + h * q.stride(1) + ir * q.stride(2)) // w
-    ko = (b * k.stride(0) + h * k.stride(1)) // w
+    qo = b * q.stride(0) + h * q.stride(1) + ir * q.stride(2)
+    ko = b * k.stride(0) + h * k.stride(1)
+    ks = k.stride(2)
     vo = (b * v.stride(0) + h * v.stride(1)) // w
-    ks = k.stride(2) // w
     vs = v.stride(2) // w
-    qv = LocalArray(f32, e, w)
-    for t in range(e):
-        qv[t] = cast(q[qo + t], f32) * scale
+    qv = LocalArray(f32, e)
+    for t0 in range(e):
+        qv[t0] = cast(q[qo + t0], f32) * scale
     acc = LocalArray(f32, ev, w)
-    for t in range(ev):
-        acc[t] = line(f32(0), w)
-    sc = LocalArray(f32, bk)
+    for t1 in range(ev):
+        acc[t1] = line(f32(0), w)
     m = f32(_NEG_INF)
     total = f32(0)
     end = n_k
     if causal:
         end = cmin(n_k, qb * bq + bq)
-    sk = SharedMemory(f32, bk * e, w)
-    sv = SharedMemory(f32, bk * ev, w)
+    skt = SharedMemory(f32, e, bk)  # the tile's keys by component: line x = k[k0 .. k0 + bk, x]
+    sv = SharedMemory(f32, bk * ev, w)  # the tile's values by row
     k0 = u32(0)
     while k0 < end:
-        # stage the tile: unit u copies lines u, u + bq, ... of K and of V (zeros past the end)
         x = u
-        while x < bk * e:
-            j = k0 + x // e
-            kv = line(f32(0), w)
-            if j < n_k:
-                kv = cast(k[ko + j * ks + x % e], f32)
-            sk[x] = kv
+        while x < e:
+            skt[x] = _keys_t(k, ko, ks, k0, n_k, x, bk)
             x += bq
         x = u
         while x < bk * ev:
             j = k0 + x // ev
-            vv = line(f32(0), w)
+            vl = line(f32(0), w)
             if j < n_k:
-                vv = cast(v[vo + j * vs + x % ev], f32)
-            sv[x] = vv
+                vl = cast(v[vo + j * vs + x % ev], f32)
+            sv[x] = vl
             x += bq
         sync_cube()
-        mt = m
-        for jj in range(bk):
-            d = qv[0] * sk[jj * e]
-            for t in range(1, e):
-                d += qv[t] * sk[jj * e + t]
-            s = line_sum(d)
-            j = k0 + jj
-            ok = j < n_k
-            if causal:
-                ok = ok and j <= i
-            s = select(ok, s, f32(_NEG_INF))
-            sc[jj] = s
-            mt = cmax(mt, s)
+        s = skt[0] * qv[0]  # the row's scores against the tile's keys, one lane per key
+        for t2 in range(1, e):
+            s += skt[t2] * qv[t2]
+        hi = n_k - 1
+        if causal:
+            hi = cmin(hi, i)
+        keep = _lanes_upto(k0, hi, bk)  # the keys this row sees
+        s = select(keep, s, line(f32(_NEG_INF), bk))
         # the first tile holds key 0, which every row sees: mt is finite from then on
+        mt = cmax(m, line_max(s))
         alpha = exp(m - mt)
-        total = total * alpha
-        for t in range(ev):
-            acc[t] = acc[t] * alpha
+        p = select(keep, _exp_lanes(s - mt, fast), line(f32(0), bk))
+        total = total * alpha + line_sum(p)
+        for t3 in range(ev):
+            acc[t3] = acc[t3] * alpha
         for jj in range(bk):
-            p = exp(sc[jj] - mt)
-            total += p
-            for t in range(ev):
-                acc[t] += sv[jj * ev + t] * p
+            pj = p[jj]
+            for t4 in range(ev):
+                acc[t4] += sv[jj * ev + t4] * pj
         m = mt
         sync_cube()  # every unit has read the tile before the next one overwrites it
         k0 += bk
-    if row:
+    if i < n_q:
         oo = (b * out.stride(0) + h * out.stride(1) + i * out.stride(2)) // w
         inv = f32(1) / total
-        for t in range(ev):
-            out[oo + u32(t)] = cast(acc[t] * inv, In)
+        for t5 in range(ev):
+            out[oo + u32(t5)] = cast(acc[t5] * inv, In)
 
 
 @kernel
-def attn_bwd_dq(q: Tensor[Line[In]], k: Tensor[Line[In]], v: Tensor[Line[In]], o: Tensor[Line[In]],
-                do: Tensor[Line[In]], dq: Tensor[Line[In]], stats: Array[f32], scale: f32, causal: Comptime[bool],
-                e: Comptime[int], ev: Comptime[int], bq: Comptime[int], bk: Comptime[int]):
+def attn_bwd_dq(q: Tensor[In], k: Tensor[In], kl: Tensor[Line[In]], v: Tensor[In], o: Tensor[In], do: Tensor[In],
+                dq: Tensor[Line[In]], stats: Array[f32], scale: f32, causal: Comptime[bool], e: Comptime[int],
+                ev: Comptime[int], bq: Comptime[int], bk: Comptime[int], fast: Comptime[bool]):
     """dq of the attention and, per query row r = (b * H + h) * n_q + i, its log-sum-exp in
-    stats[2r] and D = dO . O in stats[2r + 1] (see the module docstring)."""
-    w = q.line_size()
+    stats[2r] and D = dO . O in stats[2r + 1] (see the module docstring). ``kl`` is k in lines
+    (the rows dq sums), ``e`` and ``ev`` count the scalars of a k and a v row."""
+    w = kl.line_size()
+    el = e // w
     u = UNIT_POS
     b = CUBE_POS_Z
     h = CUBE_POS_Y
@@ -168,104 +209,100 @@ def attn_bwd_dq(q: Tensor[Line[In]], k: Tensor[Line[In]], v: Tensor[Line[In]], o
     n_q = q.shape(2)
     n_k = k.shape(2)
     i = qb * bq + u
-    row = i < n_q
     ir = cmin(i, n_q - 1)
-    qo = (b * q.stride(0) + h * q.stride(1) + ir * q.stride(2)) // w
-    oo = (b * o.stride(0) + h * o.stride(1) + ir * o.stride(2)) // w
-    go = (b * do.stride(0) + h * do.stride(1) + ir * do.stride(2)) // w
-    ko = (b * k.stride(0) + h * k.stride(1)) // w
-    vo = (b * v.stride(0) + h * v.stride(1)) // w
-    ks = k.stride(2) // w
-    vs = v.stride(2) // w
-    qv = LocalArray(f32, e, w)
-    for t in range(e):
-        qv[t] = cast(q[qo + t], f32) * scale
-    gv = LocalArray(f32, ev, w)
-    dd = line(f32(0), w)
-    for t in range(ev):
-        g = cast(do[go + t], f32)
-        gv[t] = g
-        dd += g * cast(o[oo + t], f32)
-    delta = line_sum(dd)
-    acc = LocalArray(f32, e, w)
-    for t in range(e):
-        acc[t] = line(f32(0), w)
-    sc = LocalArray(f32, bk)
-    dp = LocalArray(f32, bk)
+    qo = b * q.stride(0) + h * q.stride(1) + ir * q.stride(2)
+    oo = b * o.stride(0) + h * o.stride(1) + ir * o.stride(2)
+    go = b * do.stride(0) + h * do.stride(1) + ir * do.stride(2)
+    ko = b * k.stride(0) + h * k.stride(1)
+    ks = k.stride(2)
+    klo = (b * kl.stride(0) + h * kl.stride(1)) // w
+    kls = kl.stride(2) // w
+    vo = b * v.stride(0) + h * v.stride(1)
+    vs = v.stride(2)
+    qv = LocalArray(f32, e)
+    for t0 in range(e):
+        qv[t0] = cast(q[qo + t0], f32) * scale
+    gv = LocalArray(f32, ev)
+    delta = f32(0)
+    for t1 in range(ev):
+        g = cast(do[go + t1], f32)
+        gv[t1] = g
+        delta += g * cast(o[oo + t1], f32)
+    acc = LocalArray(f32, el, w)
+    for t2 in range(el):
+        acc[t2] = line(f32(0), w)
     m = f32(_NEG_INF)
     total = f32(0)
     end = n_k
     if causal:
         end = cmin(n_k, qb * bq + bq)
-    sk = SharedMemory(f32, bk * e, w)
-    sv = SharedMemory(f32, bk * ev, w)
+    skt = SharedMemory(f32, e, bk)
+    svt = SharedMemory(f32, ev, bk)
+    skr = SharedMemory(f32, bk * el, w)
     k0 = u32(0)
     while k0 < end:
         x = u
-        while x < bk * e:
-            j = k0 + x // e
-            kv = line(f32(0), w)
-            if j < n_k:
-                kv = cast(k[ko + j * ks + x % e], f32)
-            sk[x] = kv
+        while x < e:
+            skt[x] = _keys_t(k, ko, ks, k0, n_k, x, bk)
             x += bq
         x = u
-        while x < bk * ev:
-            j = k0 + x // ev
-            vv = line(f32(0), w)
+        while x < ev:
+            svt[x] = _keys_t(v, vo, vs, k0, n_k, x, bk)
+            x += bq
+        x = u
+        while x < bk * el:
+            j = k0 + x // el
+            kr = line(f32(0), w)
             if j < n_k:
-                vv = cast(v[vo + j * vs + x % ev], f32)
-            sv[x] = vv
+                kr = cast(kl[klo + j * kls + x % el], f32)
+            skr[x] = kr
             x += bq
         sync_cube()
-        mt = m
-        for jj in range(bk):
-            d = qv[0] * sk[jj * e]
-            for t in range(1, e):
-                d += qv[t] * sk[jj * e + t]
-            s = line_sum(d)
-            j = k0 + jj
-            ok = j < n_k
-            if causal:
-                ok = ok and j <= i
-            s = select(ok, s, f32(_NEG_INF))
-            sc[jj] = s
-            mt = cmax(mt, s)
-            g = gv[0] * sv[jj * ev]
-            for t in range(1, ev):
-                g += gv[t] * sv[jj * ev + t]
-            dp[jj] = line_sum(g) - delta
+        s = skt[0] * qv[0]
+        for t3 in range(1, e):
+            s += skt[t3] * qv[t3]
+        dp = svt[0] * gv[0]
+        for t4 in range(1, ev):
+            dp += svt[t4] * gv[t4]
+        hi = n_k - 1
+        if causal:
+            hi = cmin(hi, i)
+        keep = _lanes_upto(k0, hi, bk)  # the keys this row sees
+        s = select(keep, s, line(f32(_NEG_INF), bk))
+        mt = cmax(m, line_max(s))
         alpha = exp(m - mt)
-        total = total * alpha
-        for t in range(e):
-            acc[t] = acc[t] * alpha
+        p = select(keep, _exp_lanes(s - mt, fast), line(f32(0), bk))
+        total = total * alpha + line_sum(p)
+        ds = p * (dp - delta)
+        for t5 in range(el):
+            acc[t5] = acc[t5] * alpha
         for jj in range(bk):
-            p = exp(sc[jj] - mt)
-            total += p
-            ds = p * dp[jj]
-            for t in range(e):
-                acc[t] += sk[jj * e + t] * ds
+            dj = ds[jj]
+            for t6 in range(el):
+                acc[t6] += skr[jj * el + t6] * dj
         m = mt
         sync_cube()
         k0 += bk
-    if row:
+    if i < n_q:
         r = ((b * q.shape(1) + h) * n_q + i) * 2
         stats[r] = m + log(total)
         stats[r + 1] = delta
         dqo = (b * dq.stride(0) + h * dq.stride(1) + i * dq.stride(2)) // w
         f = scale / total
-        for t in range(e):
-            dq[dqo + u32(t)] = cast(acc[t] * f, In)
+        for t7 in range(el):
+            dq[dqo + u32(t7)] = cast(acc[t7] * f, In)
 
 
 @kernel
-def attn_bwd_dkv(q: Tensor[Line[In]], k: Tensor[Line[In]], v: Tensor[Line[In]], do: Tensor[Line[In]],
-                 stats: Array[f32], dk: Tensor[Line[In]], dv: Tensor[Line[In]], scale: f32,
-                 causal: Comptime[bool], e: Comptime[int], ev: Comptime[int], bkv: Comptime[int],
-                 bq: Comptime[int]):
+def attn_bwd_dkv(q: Tensor[In], ql: Tensor[Line[In]], k: Tensor[In], v: Tensor[In], do: Tensor[In],
+                 dol: Tensor[Line[In]], stats: Array[f32], dk: Tensor[Line[In]], dv: Tensor[Line[In]], scale: f32,
+                 causal: Comptime[bool], e: Comptime[int], ev: Comptime[int], bkv: Comptime[int], bq: Comptime[int],
+                 fast: Comptime[bool]):
     """dk and dv of the attention from the log-sum-exp and D that ``attn_bwd_dq`` stored (see the
-    module docstring)."""
-    w = q.line_size()
+    module docstring); ``ql`` and ``dol`` are q and dO in lines (the rows dk and dv sum)."""
+    w = ql.line_size()
+    el = e // w
+    evl = ev // w
     u = UNIT_POS
     b = CUBE_POS_Z
     h = CUBE_POS_Y
@@ -273,82 +310,93 @@ def attn_bwd_dkv(q: Tensor[Line[In]], k: Tensor[Line[In]], v: Tensor[Line[In]], 
     n_q = q.shape(2)
     n_k = k.shape(2)
     j = kb * bkv + u
-    col = j < n_k
     jr = cmin(j, n_k - 1)
-    ko = (b * k.stride(0) + h * k.stride(1) + jr * k.stride(2)) // w
-    vo = (b * v.stride(0) + h * v.stride(1) + jr * v.stride(2)) // w
-    qo = (b * q.stride(0) + h * q.stride(1)) // w
-    go = (b * do.stride(0) + h * do.stride(1)) // w
-    qs = q.stride(2) // w
-    gs = do.stride(2) // w
+    ko = b * k.stride(0) + h * k.stride(1) + jr * k.stride(2)
+    vo = b * v.stride(0) + h * v.stride(1) + jr * v.stride(2)
+    qo = b * q.stride(0) + h * q.stride(1)
+    qs = q.stride(2)
+    go = b * do.stride(0) + h * do.stride(1)
+    gs = do.stride(2)
+    qlo = (b * ql.stride(0) + h * ql.stride(1)) // w
+    qls = ql.stride(2) // w
+    glo = (b * dol.stride(0) + h * dol.stride(1)) // w
+    gls = dol.stride(2) // w
     so = (b * q.shape(1) + h) * n_q * 2
-    kv = LocalArray(f32, e, w)
-    for t in range(e):
-        kv[t] = cast(k[ko + t], f32) * scale
-    vv = LocalArray(f32, ev, w)
-    for t in range(ev):
-        vv[t] = cast(v[vo + t], f32)
-    ak = LocalArray(f32, e, w)
-    for t in range(e):
-        ak[t] = line(f32(0), w)
-    av = LocalArray(f32, ev, w)
-    for t in range(ev):
-        av[t] = line(f32(0), w)
-    sq = SharedMemory(f32, bq * e, w)
-    sg = SharedMemory(f32, bq * ev, w)
-    sl = SharedMemory(f32, bq * 2)
+    kv = LocalArray(f32, e)
+    for t0 in range(e):
+        kv[t0] = cast(k[ko + t0], f32) * scale
+    vv = LocalArray(f32, ev)
+    for t1 in range(ev):
+        vv[t1] = cast(v[vo + t1], f32)
+    ak = LocalArray(f32, el, w)
+    for t2 in range(el):
+        ak[t2] = line(f32(0), w)
+    av = LocalArray(f32, evl, w)
+    for t3 in range(evl):
+        av[t3] = line(f32(0), w)
+    sqt = SharedMemory(f32, e, bq)  # the tile's queries by component, one lane per query
+    sgt = SharedMemory(f32, ev, bq)
+    sqr = SharedMemory(f32, bq * el, w)  # the tile's queries by row
+    sgr = SharedMemory(f32, bq * evl, w)
+    sst = SharedMemory(f32, 2, bq)  # the tile's log-sum-exps and Ds, one lane per query
     i0 = u32(0)
     if causal:
         i0 = (kb * bkv) // bq * bq  # the tile holding the diagonal of the cube's first key
     while i0 < n_q:
         x = u
-        while x < bq * e:
-            i = i0 + x // e
-            qq = line(f32(0), w)
-            if i < n_q:
-                qq = cast(q[qo + i * qs + x % e], f32)
-            sq[x] = qq
+        while x < e:
+            sqt[x] = _keys_t(q, qo, qs, i0, n_q, x, bq)
             x += bkv
         x = u
-        while x < bq * ev:
-            i = i0 + x // ev
-            gg = line(f32(0), w)
-            if i < n_q:
-                gg = cast(do[go + i * gs + x % ev], f32)
-            sg[x] = gg
+        while x < ev:
+            sgt[x] = _keys_t(do, go, gs, i0, n_q, x, bq)
             x += bkv
         x = u
-        while x < bq * 2:
-            i = i0 + x // 2
-            st = f32(0)
+        while x < bq * el:
+            i = i0 + x // el
+            qr = line(f32(0), w)
             if i < n_q:
-                st = stats[so + i * 2 + x % 2]
-            sl[x] = st
+                qr = cast(ql[qlo + i * qls + x % el], f32)
+            sqr[x] = qr
             x += bkv
+        x = u
+        while x < bq * evl:
+            i = i0 + x // evl
+            gr = line(f32(0), w)
+            if i < n_q:
+                gr = cast(dol[glo + i * gls + x % evl], f32)
+            sgr[x] = gr
+            x += bkv
+        if u < 2:
+            st = line(f32(0), bq)
+            for ii in range(bq):
+                if i0 + ii < n_q:
+                    st[ii] = stats[so + (i0 + ii) * 2 + u]
+            sst[u] = st
         sync_cube()
+        s = sqt[0] * kv[0]  # the key's scores against the tile's queries, one lane per query
+        for t4 in range(1, e):
+            s += sqt[t4] * kv[t4]
+        p = select(_lanes_upto(i0, n_q - 1, bq), _exp_lanes(s - sst[0], fast), line(f32(0), bq))
+        if causal:  # the queries that see this key: i >= j, i.e. not (i <= j - 1)
+            p = select(_lanes_upto(i0 + 1, j, bq), line(f32(0), bq), p)
+        dp = sgt[0] * vv[0]
+        for t5 in range(1, ev):
+            dp += sgt[t5] * vv[t5]
+        ds = p * (dp - sst[1])
         for ii in range(bq):
-            i = i0 + ii
-            d = kv[0] * sq[ii * e]
-            for t in range(1, e):
-                d += kv[t] * sq[ii * e + t]
-            ok = i < n_q
-            if causal:
-                ok = ok and j <= i
-            p = select(ok, exp(line_sum(d) - sl[ii * 2]), f32(0))
-            g = vv[0] * sg[ii * ev]
-            for t in range(1, ev):
-                g += vv[t] * sg[ii * ev + t]
-            ds = p * (line_sum(g) - sl[ii * 2 + 1])
-            for t in range(ev):
-                av[t] += sg[ii * ev + t] * p
-            for t in range(e):
-                ak[t] += sq[ii * e + t] * ds
+            pi = p[ii]
+            di = ds[ii]
+            for t6 in range(evl):
+                av[t6] += sgr[ii * evl + t6] * pi
+            for t7 in range(el):
+                ak[t7] += sqr[ii * el + t7] * di
         sync_cube()
         i0 += bq
-    if col:
+    if j < n_k:
         dko = (b * dk.stride(0) + h * dk.stride(1) + j * dk.stride(2)) // w
         dvo = (b * dv.stride(0) + h * dv.stride(1) + j * dv.stride(2)) // w
-        for t in range(e):
-            dk[dko + u32(t)] = cast(ak[t] * scale, In)
-        for t in range(ev):
-            dv[dvo + u32(t)] = cast(av[t], In)
+        for t8 in range(el):
+            dk[dko + u32(t8)] = cast(ak[t8] * scale, In)
+        for t9 in range(evl):
+            dv[dvo + u32(t9)] = cast(av[t9], In)
