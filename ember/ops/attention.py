@@ -34,7 +34,9 @@ def causal_scores(B: Any, s: Any) -> Any:
     (torch's ``is_causal``: query ``i`` sees keys ``0..i``)."""
     n_q, n_k = s.shape[-2:]
     above = B.from_data(np.triu(np.ones((n_q, n_k), dtype=bool), 1), dt.bool_)
-    return B.masked_fill(s, B.expand(above, s.shape), -math.inf)
+    # the (L, S) mask broadcasts in the op, as the Tensor API passes masks (the Cube backend's
+    # masked_fill misreads a mask expanded to the scores' shape by zero strides)
+    return B.masked_fill(s, above, -math.inf)
 
 
 def _probs(B: Any, q: Any, k: Any, scale: float, causal: bool) -> Any:

@@ -23,6 +23,7 @@ from typing import Any
 from ... import dtype as dt
 from ... import tracing
 from ...errors import AutodiffError
+from ...ops import names as op_names
 from ...ops import primitives
 from ..base import (
     ARG_REDUCE_OPS,
@@ -103,8 +104,9 @@ class Autodiff(Backend):
         for op in RULES:
             if op not in self.__dict__ and op not in Autodiff.__dict__:
                 setattr(self, op, functools.partial(self._mixed, op))
-        # the non-differentiable primitives of the other families (argsort) forward untracked
-        for op in primitives("sort"):
+        # the non-differentiable primitives of the other families (argsort) and the attention
+        # family's backward (one op for the inner backend's kernels) forward untracked
+        for op in primitives("sort") + op_names("attention", where=lambda o: o.grad is None):
             if op not in self.__dict__ and op not in Autodiff.__dict__:
                 setattr(self, op, functools.partial(self._untracked, op))
 
