@@ -165,3 +165,25 @@ def test_fallbacks_match_torch(rng):
         ey.backward(ember.tensor(g, device=dev, dtype=dtype))
         for i, (a, b) in enumerate(zip(ex, tx)):
             assert_close(a.grad, b.grad, dtype=dtype, what=f"{dtype} grad {i}")
+
+
+@pytest.mark.parametrize("dtype", [ember.float16, ember.bfloat16])
+def test_half_inputs_accumulate_in_float32(autodiff_device, rng, dtype):
+    """Half q/k/v: the result and gradients in the half type, within its rounding of torch's
+    float32 attention of the same (rounded) inputs."""
+    if is_slow(autodiff_device) or is_reduced(autodiff_device):
+        pytest.skip("the half kernels are the float32 ones with other loads and stores")
+    tdt = {ember.float16: torch.float16, ember.bfloat16: torch.bfloat16}[dtype]
+    xs = [torch.from_numpy(rng.standard_normal((2, 2, 20, 8)).astype(np.float32)).to(tdt).float() for _ in range(3)]
+    tx = [x.clone().requires_grad_(True) for x in xs]
+    ex = [ember.tensor(x.numpy(), device=autodiff_device, dtype=dtype, requires_grad=True) for x in xs]
+    ty = TF.scaled_dot_product_attention(*tx, is_causal=True)
+    ey = F.scaled_dot_product_attention(*ex, is_causal=True)
+    assert ey.dtype is dtype
+    assert_close(ey, ty, dtype=dtype, what="output")
+    g = torch.from_numpy(rng.standard_normal((2, 2, 20, 8)).astype(np.float32)).to(tdt).float()
+    ty.backward(g)
+    ey.backward(ember.tensor(g.numpy(), device=autodiff_device, dtype=dtype))
+    for i, (a, b) in enumerate(zip(ex, tx)):
+        assert a.grad.dtype is dtype
+        assert_close(a.grad, b.grad, dtype=dtype, what=f"grad {i}")
