@@ -119,8 +119,8 @@ def bench(args: argparse.Namespace, dev: Any, tdev: Any) -> None:
     b, h, t, e = SHAPES[args.shape] if args.shape in SHAPES else tuple(int(x) for x in args.shape.split(","))
     qkv = np.random.default_rng(0).standard_normal((b, t, 3 * h * e)).astype(np.float32)
     print(f"# shape (B, H, T, E) = {(b, h, t, e)}, {args.dtype}, causal {not args.no_causal}, {_load()}")
-    print("| mode | variant | ms per call | vs torch |")
-    print("|---|---|---|---|")
+    print("| mode | variant | ms per call | vs torch | process CPU ms per call |")
+    print("|---|---|---|---|---|")
     for grad in (False, True):
         cases = {name: Case(lib, d, qkv, h, args.dtype, fn, not args.no_causal, grad)
                  for name, (lib, d, fn) in _variants(dev, tdev).items()}
@@ -129,19 +129,22 @@ def bench(args: argparse.Namespace, dev: Any, tdev: Any) -> None:
                 c.run()
             c.sync()
         times: dict[str, list[float]] = {k: [] for k in cases}
+        cpu: dict[str, list[float]] = {k: [] for k in cases}
         for _ in range(args.rounds):
             for name, c in cases.items():
                 c.sync()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.process_time()
                 for _ in range(args.per_round):
                     c.run()
                 c.sync()
                 times[name].append((time.perf_counter() - t0) / args.per_round)
+                cpu[name].append((time.process_time() - c0) / args.per_round)
         ref = statistics.median(times["torch"])
         mode = "fwd+bwd" if grad else "fwd"
         for name, ts in times.items():
             m = statistics.median(ts)
-            print(f"| {mode} | {name} | {m * 1e3:.3f} | {m / ref:.2f} |", flush=True)
+            print(f"| {mode} | {name} | {m * 1e3:.3f} | {m / ref:.2f} | {statistics.median(cpu[name]) * 1e3:.3f} |",
+                  flush=True)
     print(f"# after: {_load()}")
 
 
@@ -207,24 +210,26 @@ def train(args: argparse.Namespace, dev: Any, tdev: Any) -> None:
         tw.run()
     print(f"# bench/train.py gpt {args.gpt_config} step, amp {args.amp}, {_load()}")
     times: dict[str, list[float]] = {"ember fused": [], "ember composed": [], "torch": []}
+    cpu: dict[str, list[float]] = {k: [] for k in times}
     for _ in range(args.rounds):
         for name in times:
             if name != "torch":
                 _attention._fusable = modes[name.split()[1]]
             w = tw if name == "torch" else ew
             _sync(w.lib, w.dev)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             for _ in range(args.per_round):
                 w.run()
             _sync(w.lib, w.dev)
             times[name].append((time.perf_counter() - t0) / args.per_round)
+            cpu[name].append((time.process_time() - c0) / args.per_round)
     _attention._fusable = fusable
     ref = statistics.median(times["torch"])
-    print("| step | ms | vs torch |")
-    print("|---|---|---|")
+    print("| step | ms | vs torch | process CPU ms |")
+    print("|---|---|---|---|")
     for name, ts in times.items():
         m = statistics.median(ts)
-        print(f"| {name} | {m * 1e3:.2f} | {m / ref:.2f} |")
+        print(f"| {name} | {m * 1e3:.2f} | {m / ref:.2f} | {statistics.median(cpu[name]) * 1e3:.2f} |")
     print(f"# after: {_load()}")
 
 

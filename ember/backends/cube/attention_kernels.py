@@ -49,6 +49,7 @@ from ...cube import (
     cast,
     exp,
     f32,
+    fma,
     function,
     i32,
     kernel,
@@ -74,12 +75,23 @@ _NEG_INF = -float("inf")
 
 
 @function
-def _exp_lanes(x, fast: Comptime[bool]):
-    """exp of a line of scores shifted by their max (every lane <= 0, or -inf). ``fast``: a
-    polynomial the C compiler vectorises (libm's exp runs lane by lane there): ``2^n e^z`` with
-    ``n = round(x log2 e)`` and ``|z| <= ln 2 / 2``, e^z to degree 7 (relative error below
-    2e-7); lanes below 2^-126 (masked ones too) give 2^-126, which the callers zero where masked."""
-    if not fast:
+def _mac(c, x, y, serial: Comptime[bool]):
+    """c + x * y: fused (one rounding) on the parallel targets, whose compilers keep a*b+c two
+    operations otherwise (CUDA's --fmad=false); a multiply and an add on the C target, where
+    the vector operators vectorise and a lane-by-lane fma would not."""
+    if serial:
+        return c + x * y
+    return fma(x, y, c)
+
+
+@function
+def _exp_lanes(x, serial: Comptime[bool]):
+    """exp of a line of scores shifted by their max (every lane <= 0, or -inf). ``serial`` (the C
+    target): a polynomial the C compiler vectorises (libm's exp runs lane by lane there),
+    ``2^n e^z`` with ``n = round(x log2 e)`` and ``|z| <= ln 2 / 2``, e^z to degree 7 (relative
+    error below 2e-7); lanes below 2^-126 (masked ones too) give 2^-126, which the callers zero
+    where masked."""
+    if not serial:
         return exp(x)
     w = width_of(x)
     y = cmax(x * f32(1.4426950408889634), line(f32(-126.0), w))
@@ -119,7 +131,7 @@ def _lanes_upto(lo, hi, bk: Comptime[int]):
 @kernel
 def attn_fwd(q: Tensor[In], k: Tensor[In], v: Tensor[Line[In]], out: Tensor[Line[In]], scale: f32,
              causal: Comptime[bool], e: Comptime[int], ev: Comptime[int], bq: Comptime[int], bk: Comptime[int],
-             fast: Comptime[bool]):
+             serial: Comptime[bool]):
     """out[b, h, i] = sum_j softmax_j(scale * q_i . k_j) v_j (see the module docstring); q and k
     in scalars (``e`` per row), v and out in lines (``ev`` per row)."""
     w = v.line_size()
@@ -166,7 +178,7 @@ def attn_fwd(q: Tensor[In], k: Tensor[In], v: Tensor[Line[In]], out: Tensor[Line
         sync_cube()
         s = skt[0] * qv[0]  # the row's scores against the tile's keys, one lane per key
         for t2 in range(1, e):
-            s += skt[t2] * qv[t2]
+            s = _mac(s, skt[t2], qv[t2], serial)
         hi = n_k - 1
         if causal:
             hi = cmin(hi, i)
@@ -175,14 +187,14 @@ def attn_fwd(q: Tensor[In], k: Tensor[In], v: Tensor[Line[In]], out: Tensor[Line
         # the first tile holds key 0, which every row sees: mt is finite from then on
         mt = cmax(m, line_max(s))
         alpha = exp(m - mt)
-        p = select(keep, _exp_lanes(s - mt, fast), line(f32(0), bk))
+        p = select(keep, _exp_lanes(s - mt, serial), line(f32(0), bk))
         total = total * alpha + line_sum(p)
         for t3 in range(ev):
             acc[t3] = acc[t3] * alpha
         for jj in range(bk):
             pj = p[jj]
             for t4 in range(ev):
-                acc[t4] += sv[jj * ev + t4] * pj
+                acc[t4] = _mac(acc[t4], sv[jj * ev + t4], pj, serial)
         m = mt
         sync_cube()  # every unit has read the tile before the next one overwrites it
         k0 += bk
@@ -196,7 +208,7 @@ def attn_fwd(q: Tensor[In], k: Tensor[In], v: Tensor[Line[In]], out: Tensor[Line
 @kernel
 def attn_bwd_dq(q: Tensor[In], k: Tensor[In], kl: Tensor[Line[In]], v: Tensor[In], o: Tensor[In], do: Tensor[In],
                 dq: Tensor[Line[In]], stats: Array[f32], scale: f32, causal: Comptime[bool], e: Comptime[int],
-                ev: Comptime[int], bq: Comptime[int], bk: Comptime[int], fast: Comptime[bool]):
+                ev: Comptime[int], bq: Comptime[int], bk: Comptime[int], serial: Comptime[bool]):
     """dq of the attention and, per query row r = (b * H + h) * n_q + i, its log-sum-exp in
     stats[2r] and D = dO . O in stats[2r + 1] (see the module docstring). ``kl`` is k in lines
     (the rows dq sums), ``e`` and ``ev`` count the scalars of a k and a v row."""
@@ -260,10 +272,10 @@ def attn_bwd_dq(q: Tensor[In], k: Tensor[In], kl: Tensor[Line[In]], v: Tensor[In
         sync_cube()
         s = skt[0] * qv[0]
         for t3 in range(1, e):
-            s += skt[t3] * qv[t3]
+            s = _mac(s, skt[t3], qv[t3], serial)
         dp = svt[0] * gv[0]
         for t4 in range(1, ev):
-            dp += svt[t4] * gv[t4]
+            dp = _mac(dp, svt[t4], gv[t4], serial)
         hi = n_k - 1
         if causal:
             hi = cmin(hi, i)
@@ -271,7 +283,7 @@ def attn_bwd_dq(q: Tensor[In], k: Tensor[In], kl: Tensor[Line[In]], v: Tensor[In
         s = select(keep, s, line(f32(_NEG_INF), bk))
         mt = cmax(m, line_max(s))
         alpha = exp(m - mt)
-        p = select(keep, _exp_lanes(s - mt, fast), line(f32(0), bk))
+        p = select(keep, _exp_lanes(s - mt, serial), line(f32(0), bk))
         total = total * alpha + line_sum(p)
         ds = p * (dp - delta)
         for t5 in range(el):
@@ -279,7 +291,7 @@ def attn_bwd_dq(q: Tensor[In], k: Tensor[In], kl: Tensor[Line[In]], v: Tensor[In
         for jj in range(bk):
             dj = ds[jj]
             for t6 in range(el):
-                acc[t6] += skr[jj * el + t6] * dj
+                acc[t6] = _mac(acc[t6], skr[jj * el + t6], dj, serial)
         m = mt
         sync_cube()
         k0 += bk
@@ -297,7 +309,7 @@ def attn_bwd_dq(q: Tensor[In], k: Tensor[In], kl: Tensor[Line[In]], v: Tensor[In
 def attn_bwd_dkv(q: Tensor[In], ql: Tensor[Line[In]], k: Tensor[In], v: Tensor[In], do: Tensor[In],
                  dol: Tensor[Line[In]], stats: Array[f32], dk: Tensor[Line[In]], dv: Tensor[Line[In]], scale: f32,
                  causal: Comptime[bool], e: Comptime[int], ev: Comptime[int], bkv: Comptime[int], bq: Comptime[int],
-                 fast: Comptime[bool]):
+                 serial: Comptime[bool]):
     """dk and dv of the attention from the log-sum-exp and D that ``attn_bwd_dq`` stored (see the
     module docstring); ``ql`` and ``dol`` are q and dO in lines (the rows dk and dv sum)."""
     w = ql.line_size()
@@ -376,21 +388,21 @@ def attn_bwd_dkv(q: Tensor[In], ql: Tensor[Line[In]], k: Tensor[In], v: Tensor[I
         sync_cube()
         s = sqt[0] * kv[0]  # the key's scores against the tile's queries, one lane per query
         for t4 in range(1, e):
-            s += sqt[t4] * kv[t4]
-        p = select(_lanes_upto(i0, n_q - 1, bq), _exp_lanes(s - sst[0], fast), line(f32(0), bq))
+            s = _mac(s, sqt[t4], kv[t4], serial)
+        p = select(_lanes_upto(i0, n_q - 1, bq), _exp_lanes(s - sst[0], serial), line(f32(0), bq))
         if causal:  # the queries that see this key: i >= j, i.e. not (i <= j - 1)
             p = select(_lanes_upto(i0 + 1, j, bq), line(f32(0), bq), p)
         dp = sgt[0] * vv[0]
         for t5 in range(1, ev):
-            dp += sgt[t5] * vv[t5]
+            dp = _mac(dp, sgt[t5], vv[t5], serial)
         ds = p * (dp - sst[1])
         for ii in range(bq):
             pi = p[ii]
             di = ds[ii]
             for t6 in range(evl):
-                av[t6] += sgr[ii * evl + t6] * pi
+                av[t6] = _mac(av[t6], sgr[ii * evl + t6], pi, serial)
             for t7 in range(el):
-                ak[t7] += sqr[ii * el + t7] * di
+                ak[t7] = _mac(ak[t7], sqr[ii * el + t7], di, serial)
         sync_cube()
         i0 += bq
     if j < n_k:
