@@ -158,8 +158,9 @@ def check(args: argparse.Namespace, dev: Any, tdev: Any) -> bool:
 
     rtol, atol = _TOL[args.dtype]
     b, h, t, e = SHAPES[args.shape] if args.shape in SHAPES else tuple(int(x) for x in args.shape.split(","))
+    # one head dim throughout (it specialises the kernels: each more costs compiles on a GPU)
     shapes = [((2, 3, 70, e), (2, 3, 70, e), (2, 3, 70, e), True),
-              ((2, 2, 37, e), (2, 2, 19, e), (2, 2, 19, 24), False),
+              ((2, 2, 37, e), (2, 2, 19, e), (2, 2, 19, e), False),
               ((1, 2, 19, e), (1, 2, 83, e), (1, 2, 83, e), True), ((b, h, t, e),) * 3 + (True,)]
     rng = np.random.default_rng(0)
     ok = True
