@@ -129,6 +129,7 @@ class AttentionOps:
 
     # ----------------------------------------------------------------- ops
     def sdpa(self, q: CubeTensor, k: CubeTensor, v: CubeTensor, scale: float, causal: bool) -> CubeTensor:
+        """The registry's ``sdpa``: one ``attn_fwd`` launch (or the decomposition, see the module)."""
         if not self._attn_fused(q, k, v, 4):
             return REGISTRY["sdpa"].compose(self, q, k, v, scale, causal)
         q4, k4, v4 = self._attn4(q), self._attn4(k), self._attn4(v)
@@ -144,6 +145,8 @@ class AttentionOps:
 
     def sdpa_backward(self, g: CubeTensor, q: CubeTensor, k: CubeTensor, v: CubeTensor, out: CubeTensor,
                       scale: float, causal: bool) -> CubeTensor:
+        """The registry's ``sdpa_backward``: ``attn_bwd_dq`` (dq, and each row's log-sum-exp and
+        D) then ``attn_bwd_dkv``, into one packed ``[dq | dk | dv]`` buffer."""
         if not self._attn_fused(q, k, v, 9) or g.dtype is not q.dtype or out.dtype is not q.dtype:
             return REGISTRY["sdpa_backward"].compose(self, g, q, k, v, out, scale, causal)
         q4, k4, v4 = self._attn4(q), self._attn4(k), self._attn4(v)

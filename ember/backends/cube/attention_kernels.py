@@ -2,32 +2,40 @@
 kernel language: the forward pass and the two backward passes, generic over the input float type.
 
 Every tensor is a rank-4 view ``(B, H, n, d)`` read through its strides (the launcher,
-``attention.py``, brings other ranks to four without copying where it can), passed in lines of
-``W`` elements: its last dim is contiguous and every stride and the view offset are multiples of
-``W`` (so ``stride // W`` counts lines). ``e`` and ``ev`` are the lines of a q/k row and of a v
-row (comptime, so rows live in registers and the per-row loops unroll). Scores, the running max
-and sum and every accumulator are float32 whatever the input type; each output is rounded once
-at its store.
+``attention.py``, brings other ranks to four without copying where it can) with a contiguous last
+dim. Rows a unit holds for dot products (its q, k, v or dO row) are read as scalars (``e`` and
+``ev``: the scalars of a q/k and of a v row; comptime, so they live in registers); rows summed
+into an accumulator (v, and k / q / dO in the backward) are read in lines of ``W`` (every stride
+and view offset a multiple of ``W``, so ``stride // W`` counts lines). A tile of ``bk`` keys
+(queries, in the dk/dv kernel) is staged twice where needed: by component (line ``x`` holds
+component ``x`` of every key of the tile, one lane per key), so a unit's scores against the whole
+tile are ``e`` line multiply-adds with no horizontal sum, and by row, for the accumulations.
+Scores, the running max and sum and every accumulator are float32 whatever the input type; each
+output is rounded once at its store.
 
 * ``attn_fwd``: one cube per ``(b, h, block of bq query rows)``, one unit per query row. The
-  cube streams over the keys in tiles of ``bk`` rows: all its units stage the K and V tile in
-  shared memory, then each unit scores its row against the tile (scores in registers: the
-  ``bk`` loop unrolls), rescales its accumulator once per tile by ``exp(m_old - m_new)`` (the
-  online softmax) and adds ``p * v``. Causal cubes stop after the tile that holds their last
-  row's diagonal (top-left alignment, as torch: query ``i`` sees keys ``0..i``). Query blocks
-  run last-first, so the longest causal blocks start first.
+  cube streams over the key tiles: its units stage K (by component) and V (by row) in shared
+  memory, then each unit scores its row against the tile (a line of ``bk`` scores), rescales its
+  accumulator once per tile by ``exp(m_old - m_new)`` (the online softmax) and adds ``p * v``.
+  Causal cubes stop after the tile that holds their last row's diagonal (top-left alignment, as
+  torch: query ``i`` sees keys ``0..i``). Query blocks run last-first, so the longest causal
+  blocks start first.
 * ``attn_bwd_dq``: the same grid; per query row, ``D = sum(dO * O)``, then one pass over the
   key tiles: ``p = exp(s - m)`` with the running max ``m`` (the accumulator rescaled as in the
   forward), ``ds = p * (dO . v - D)``, ``dq += ds * k``; at the end ``dq = scale * acc / l``
   and the row's log-sum-exp ``m + log l`` and ``D`` are stored for ``attn_bwd_dkv``.
 * ``attn_bwd_dkv``: one cube per ``(b, h, block of bkv key rows)``, one unit per key row; the
   cube streams over the query tiles (causal: from the tile holding its first key's diagonal),
-  staging Q, dO, the log-sum-exp and D; each unit accumulates ``dv += p * dO`` and
-  ``dk += ds * q`` with ``p = exp(s - lse)`` recomputed from the stored log-sum-exp.
+  staging Q and dO (by component and by row) and the tile's log-sum-exps and Ds (one lane per
+  query); each unit accumulates ``dv += p * dO`` and ``dk += ds * q`` with ``p = exp(s - lse)``
+  recomputed from the stored log-sum-exp.
 
-Positions past the end of a sequence are staged as zeros and masked (their scores -inf, their
-probabilities 0); barriers sit outside every per-unit condition, so a cube's units all reach
-them. Indices are u32: every tensor stays below 2**32 elements.
+Lanes past the end of a sequence read its last row (no per-lane branches) and are masked by one
+comparison per line (scores -inf, probabilities exactly 0); barriers sit outside every per-unit
+condition, so a cube's units all reach them. Indices are u32: every tensor stays below 2**32
+elements. ``serial`` (the C target, whose cube units run one after another) picks a vectorisable
+polynomial exp and plain multiply-adds; the parallel targets use libm's exp and fused
+multiply-adds.
 """
 
 from __future__ import annotations
