@@ -248,6 +248,17 @@ def _sweep(bk: Any, dtypes: Iterable[dt.DType], families: set[str]) -> Iterable[
             yield f"matmul/{d.name}", bk.matmul, (a, b)
             for cand in MATMUL_CANDIDATES:
                 yield f"matmul[{cand.name}]/{d.name}", _run_candidate, (bk, cand, a, b)
+        if "attention" in families and d in (dt.float32, dt.float16, dt.bfloat16):
+            # the fused attention kernels: forward, dq, dk/dv; causal and not, rows in lines of
+            # 4 and (an odd head dim) of 1
+            for e in (64, 5):
+                q = bk.from_data(_data((2, 3, 70, e), d, rng), d)
+                kv = bk.from_data(_data((2, 3, 40, e), d, rng), d)
+                for causal in (False, True):
+                    tag = f"{d.name}/e{e}{'/causal' if causal else ''}"
+                    yield f"sdpa/{tag}", bk.sdpa, (q, kv, kv, 0.125, causal)
+                    o = bk.from_data(_data((2, 3, 70, e), d, rng), d)
+                    yield f"sdpa_backward/{tag}", bk.sdpa_backward, (o, q, kv, kv, o, 0.125, causal)
         if "random" in families:
             if fl:
                 for dist in ("uniform", "normal"):
@@ -302,7 +313,7 @@ def _run_candidate(bk: Any, cand: Any, a: Any, b: Any) -> None:
     cand.launch(bk, a2, b2, out)
 
 
-FAMILIES = ("elementwise", "layout", "index", "reduce", "matmul", "random", "fusion")
+FAMILIES = ("elementwise", "layout", "index", "reduce", "matmul", "attention", "random", "fusion")
 
 
 @dataclass

@@ -10,6 +10,7 @@ tables (see ``registry.py`` for what an entry holds).
 ``shape.py``           reshape ... triu, roll, diagonal
 ``index.py``           gather, scatter, index_select, index, index_put, slice_assign
 ``linalg.py``          matmul
+``attention.py``       sdpa, sdpa_backward (fused attention; composites with Cube kernels)
 ``sort.py``            argsort (stable, NaN ordered as torch)
 =====================  =============================================================
 
@@ -20,7 +21,7 @@ or a decomposition), a kernel beside the Cube backend if it needs one, and a cas
 
 from __future__ import annotations
 
-from . import elementwise, index, linalg, reduce, shape, sort  # noqa: F401  (each registers its entries)
+from . import attention, elementwise, index, linalg, reduce, shape, sort  # noqa: F401  (each registers its entries)
 from .registry import FAMILIES, REGISTRY, Op, get, names, register
 
 __all__ = ["Op", "REGISTRY", "FAMILIES", "get", "names", "register", "primitives"]

@@ -33,6 +33,7 @@ FAMILIES = (
     "sort",         # op(p, dim, descending, stable) -> int64 permutation of each slice along dim
     "normalize",    # softmax family and moments: reductions with a dedicated kernel or rule
     "matmul",
+    "attention",    # fused scaled-dot-product attention and its backward (composites with kernels)
     "shape",        # layout and views
     "index",        # gather / scatter / advanced indexing
 )

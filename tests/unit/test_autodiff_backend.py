@@ -209,6 +209,9 @@ case("slice_assign", lambda B, p, v: B.slice_assign(p, (slice(3, 0, -2), slice(0
 for _op in ("gelu", "gelu_tanh", "silu", "square"):
     case(_op, _u(_op), _rand(3, 4))
 case("mean", lambda B, p: B.mean(p, (0,), True), _rand(3, 4))
+# fused attention (its backward is the op sdpa_backward): causal with L < S, and plain with Ev != E
+case("sdpa", lambda B, q, k, v: B.sdpa(q, k, v, 0.7, True), _rand(1, 2, 3, 4), _rand(1, 2, 5, 4), _rand(1, 2, 5, 4))
+case("sdpa", lambda B, q, k, v: B.sdpa(q, k, v, 0.5, False), _rand(2, 4, 3), _rand(2, 3, 3), _rand(2, 3, 2))
 case("var", lambda B, p: B.var(p, (1,), 1.0, False), _rand(3, 4))
 
 

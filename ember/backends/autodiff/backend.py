@@ -33,6 +33,7 @@ from ... import dtype as dt
 from ... import tracing
 from ...errors import AutodiffError
 from ...ops import REGISTRY, primitives
+from ...ops import names as op_names
 from ..base import (
     ARG_REDUCE_OPS,
     BINARY_OPS,
@@ -126,13 +127,16 @@ class Autodiff(Backend):
         for op in RULES:
             if op not in methods and op not in Autodiff.__dict__:
                 methods[op] = self._mixed_op(self._fns[op], RULES[op])
+        # the non-differentiable primitives (argsort, cumargmax) and the attention family's
+        # backward (one op for the inner backend's kernels) forward untracked
+        untracked = set(primitives("sort", "scan")) | set(op_names("attention", where=lambda o: o.grad is None))
         for op, entry in REGISTRY.items():
             if op in methods or op in Autodiff.__dict__:
                 continue
-            if entry.compose is not None:  # a composite without a rule of its own (mean, gelu, ...)
-                methods[op] = self._composite_op(self._fns[op], getattr(Backend, op))
-            elif op in primitives("sort", "scan"):  # non-differentiable primitives (argsort, cumargmax)
+            if op in untracked:
                 methods[op] = self._untracked_op(self._fns[op])
+            elif entry.compose is not None:  # a composite without a rule of its own (mean, gelu, ...)
+                methods[op] = self._composite_op(self._fns[op], getattr(Backend, op))
         for op, method in methods.items():
             method.__name__ = method.__qualname__ = op
             setattr(self, op, method)

@@ -3,7 +3,7 @@
 The class holds the data ops (from_data, into_data, full, random, sync) and the layout ops
 (reshape, permute, expand, slice as views; contiguous and copy as copy kernels); the op
 families come from one mixin each, beside their kernels (``elementwise.py``, ``reduce.py``,
-``matmul.py``, ``indexing.py``, ``sort.py``). The primitive is a ``CubeTensor``.
+``matmul.py``, ``attention.py``, ``indexing.py``, ``sort.py``). The primitive is a ``CubeTensor``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ...cube.runtime.client import max_line_bytes
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from ..base import Backend
 from . import kernels
+from .attention import AttentionOps
 from .elementwise import ElementwiseOps
 from .indexing import IndexOps
 from .matmul import MatmulOps
@@ -39,7 +40,7 @@ def line_width(numel: int, itemsize: int, offset: int = 0, limit: int = 64) -> i
     return 1
 
 
-class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, IndexOps, Backend):
+class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, AttentionOps, IndexOps, Backend):
     eager = True  # launches run before the call returns (inline channel) or before any read
 
     def __init__(self, client: Any) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import _shape as S
 from ... import creation as EC
 from ... import dtype as dt
 from ... import functional as EF
@@ -51,12 +52,44 @@ def _repeat_heads(t: Tensor, times: int) -> Tensor:
     return x.reshape(lead + (h * times,) + shape[-2:])
 
 
+def _fusable(query: Tensor, key: Tensor, value: Tensor) -> bool:
+    """Whether the fused ``sdpa`` op takes this call: floating q, k, v of one dtype and non-empty
+    sequences and rows."""
+    d = query.dtype
+    return (d.category == dt.FLOAT and key.dtype is d and value.dtype is d
+            and min(query.ndim, key.ndim, value.ndim) >= 2
+            and query.shape[-2] > 0 and key.shape[-2] > 0 and query.shape[-1] > 0 and value.shape[-1] > 0)
+
+
+def _fused(query: Tensor, key: Tensor, value: Tensor, scale: float, is_causal: bool) -> Tensor:
+    """The registry's fused ``sdpa`` (one node, flash-attention kernels on the Cube backend),
+    q, k and v broadcast over their leading dims first (the op takes equal ones)."""
+    lead = _broadcast_lead(query.shape[:-2], key.shape[:-2], value.shape[:-2])
+    q, k, v = (t if t.shape[:-2] == lead else t.expand(lead + t.shape[-2:]) for t in (query, key, value))
+    return q._op("sdpa", k, v, scale, bool(is_causal))
+
+
+def _broadcast_lead(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    out: tuple[int, ...] = ()
+    for sh in shapes:
+        out = S.broadcast(out, sh)
+    return out
+
+
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                  dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
                                  enable_gqa: bool = False) -> Tensor:
     """As ``torch.nn.functional.scaled_dot_product_attention``: ``softmax(q k^T * scale + mask) v``
     for ``q (..., L, E)``, ``k (..., S, E)``, ``v (..., S, Ev)``; the dropout (``dropout_p``) is
-    applied whenever ``dropout_p > 0``, as torch (pass 0 in eval)."""
+    applied whenever ``dropout_p > 0``, as torch (pass 0 in eval).
+
+    Without ``attn_mask`` and dropout, for q, k and v of one floating dtype, this is the
+    registry's fused ``sdpa`` op (one autodiff node; on Cube devices flash-attention kernels
+    that never hold the ``(..., L, S)`` scores, read q, k and v through their strides and return
+    a result laid out as ``(..., L, H, Ev)``, so ``out.transpose(-3, -2)`` is contiguous; float64
+    or a head dim over 128 runs the op's decomposition there). Mask tensors, dropout, and mixed
+    dtypes (which torch refuses; here they promote) take the composition of matmul, softmax and
+    matmul."""
     if _autocast.active:
         query, key, value, attn_mask = _autocast.lower(query, key, value, attn_mask)
     if query.ndim < 2 or key.ndim < 2 or value.ndim < 2:
@@ -78,6 +111,15 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         key = _repeat_heads(key, hq // hk)
         value = _repeat_heads(value, hq // hk)
     s = 1.0 / math.sqrt(e) if scale is None else float(scale)
+    if attn_mask is None and dropout_p == 0.0 and _fusable(query, key, value):
+        return _fused(query, key, value, s, is_causal)
+    return _composed(query, key, value, attn_mask, dropout_p, is_causal, s)
+
+
+def _composed(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None, dropout_p: float,
+              is_causal: bool, s: float) -> Tensor:
+    """The attention as matmul, mask, softmax, dropout and matmul of validated arguments
+    (``s`` the scale): every case the fused op does not take."""
     scores = (query * s).matmul(key.transpose(-2, -1))  # (..., L, S)
     q_len, k_len = scores.shape[-2:]
     if is_causal:
