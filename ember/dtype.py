@@ -1,9 +1,17 @@
 """Element types and PyTorch's type-promotion rules.
 
 A ``DType`` is an interned value: compare with ``is``. Categories order bool < integer <
-floating; promotion inside a category widens, and float16 with bfloat16 meet at float32
-(as in PyTorch). Python scalars are "weak": they only raise the category, never the width
-(``int32_tensor + 2.5`` is float32, ``float16_tensor + 2.5`` is float16).
+floating; promotion inside a category widens, float16 with bfloat16 meet at float32 and
+uint8 with int8 at int16 (the smallest type holding both ranges), as in PyTorch. Python
+scalars are "weak": they only raise the category, never the width (``int32_tensor + 2.5`` is
+float32, ``float16_tensor + 2.5`` is float16, ``int8_tensor + 300`` is int8: the scalar
+converts to the tensor's type, wrapping as PyTorch does).
+
+Integer arithmetic wraps (two's complement) on every device, as in PyTorch. A float -> integer
+cast truncates toward zero; a value outside the integer type's range (or NaN), which PyTorch
+leaves undefined, gives on every ember device what numpy's ``astype`` gives on x86 for the
+64-bit types and the 64-bit conversion wrapped to the narrow types (int8, int16, uint8): see
+docs/dtypes.md.
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "DType", "float32", "float16", "bfloat16", "float64", "int32", "int64", "uint8", "bool_",
+    "DType", "float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_",
     "promote_types", "result_type", "as_dtype", "get_default_dtype", "set_default_dtype",
 ]
 
@@ -60,23 +68,27 @@ class DType:
         return self.name if self.name != "bool" else "bool_"
 
 
+# rank orders promotion within a category; two types of one rank (uint8/int8, float16/bfloat16)
+# meet at the next rank's type (``_promote``)
 bool_ = DType("bool", np.bool_, BOOL, 0)
 uint8 = DType("uint8", np.uint8, INT, 1)
-int32 = DType("int32", np.int32, INT, 2)
-int64 = DType("int64", np.int64, INT, 3)
-float16 = DType("float16", np.float16, FLOAT, 4)
-bfloat16 = DType("bfloat16", None, FLOAT, 4, itemsize=2)
-float32 = DType("float32", np.float32, FLOAT, 5)
-float64 = DType("float64", np.float64, FLOAT, 6)
+int8 = DType("int8", np.int8, INT, 1)
+int16 = DType("int16", np.int16, INT, 2)
+int32 = DType("int32", np.int32, INT, 3)
+int64 = DType("int64", np.int64, INT, 4)
+float16 = DType("float16", np.float16, FLOAT, 5)
+bfloat16 = DType("bfloat16", None, FLOAT, 5, itemsize=2)
+float32 = DType("float32", np.float32, FLOAT, 6)
+float64 = DType("float64", np.float64, FLOAT, 7)
 
-ALL: tuple[DType, ...] = (bool_, uint8, int32, int64, float16, bfloat16, float32, float64)
+ALL: tuple[DType, ...] = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 FLOATS: tuple[DType, ...] = (float16, bfloat16, float32, float64)
-INTS: tuple[DType, ...] = (uint8, int32, int64)
+INTS: tuple[DType, ...] = (uint8, int8, int16, int32, int64)
 
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "half": float16,
-                 "long": int64, "int": int32, "f32": float32, "f64": float64, "f16": float16,
-                 "bf16": bfloat16, "i32": int32, "i64": int64, "u8": uint8})
+                 "long": int64, "int": int32, "short": int16, "f32": float32, "f64": float64, "f16": float16,
+                 "bf16": bfloat16, "i8": int8, "i16": int16, "i32": int32, "i64": int64, "u8": uint8})
 #: numpy dtype -> DType; bfloat16 joins when its numpy dtype is first needed (``_by_np``)
 _BY_NP: dict[np.dtype, DType] = {d._np: d for d in ALL if d._np is not None}
 
@@ -155,8 +167,8 @@ def from_numpy_dtype(npd: np.dtype) -> DType:
 def _promote(a: DType, b: DType) -> DType:
     if a is b:
         return a
-    if a.rank == b.rank:  # float16 with bfloat16
-        return float32
+    if a.rank == b.rank:  # float16 with bfloat16, uint8 with int8
+        return float32 if a.category == FLOAT else int16
     return a if a.rank > b.rank else b
 
 
