@@ -180,13 +180,43 @@ def promote_types(a: DType, b: DType) -> DType:
     return _PROMOTE[(a, b)]
 
 
+#: the value range of each integer dtype
+INT_LIMITS: dict[DType, tuple[int, int]] = {
+    d: (-(1 << 8 * d.itemsize - 1), (1 << 8 * d.itemsize - 1) - 1) if d.is_signed else (0, (1 << 8 * d.itemsize) - 1)
+    for d in INTS
+}
+
+
 def python_scalar(d: DType, s: Any) -> Any:
-    """``s`` as the Python scalar type that holds a value of dtype ``d``."""
+    """``s`` as the Python scalar type that holds a value of dtype ``d``; an integer outside
+    ``d``'s range raises OverflowError (as torch's ``full``, ``fill_``, ``clamp``, ``where``)."""
     if d.category == FLOAT:
         return float(s)
     if d is bool_:
         return bool(s)
-    return int(s)
+    i = int(s)
+    lo, hi = INT_LIMITS[d]
+    if lo <= i <= hi:
+        return i
+    raise OverflowError(f"value {i} cannot be converted to {d} without overflow")
+
+
+def wrapped_scalar(d: DType, s: Any) -> Any:
+    """``python_scalar`` for the scalar operand of arithmetic, bitwise ops and comparisons: an
+    integer outside ``d``'s range wraps to it (two's complement), as torch converts the scalar
+    of ``int8_tensor + 300`` (300 -> 44). Integers beyond 64 bits still raise OverflowError."""
+    if d.category == FLOAT:
+        return float(s)
+    if d is bool_:
+        return bool(s)
+    i = int(s)
+    lo, hi = INT_LIMITS[d]
+    if lo <= i <= hi:
+        return i
+    if not -(1 << 63) <= i < 1 << 64:
+        raise OverflowError(f"the scalar {i} does not fit 64 bits")
+    span = hi - lo + 1
+    return (i - lo) % span + lo
 
 
 def _scalar_dtype(v: Any) -> DType:
