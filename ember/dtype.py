@@ -8,10 +8,10 @@ float32, ``float16_tensor + 2.5`` is float16, ``int8_tensor + 300`` is int8: the
 converts to the tensor's type, wrapping as PyTorch does).
 
 Integer arithmetic wraps (two's complement) on every device, as in PyTorch. A float -> integer
-cast truncates toward zero; a value outside the integer type's range (or NaN), which PyTorch
-leaves undefined, gives on every ember device what numpy's ``astype`` gives on x86 for the
-64-bit types and the 64-bit conversion wrapped to the narrow types (int8, int16, uint8): see
-docs/dtypes.md.
+cast truncates toward zero; to int8/int16/uint8 it converts through int32 and keeps the low
+bits, so every value within int32's range casts as torch's CPU kernels cast it on every device;
+beyond that (and NaN), which PyTorch leaves undefined, the result is the device's (see
+docs/dtypes.md, which also describes the packed int8/int16 storage of the WGSL devices).
 """
 
 from __future__ import annotations
@@ -29,7 +29,12 @@ BOOL, INT, FLOAT = 0, 1, 2
 
 
 class DType:
-    """As ``torch.dtype``: ``ember.float32``, ``ember.int64``, ``ember.bool``, ... (one object per type)."""
+    """As ``torch.dtype``: ``ember.float32``, ``ember.int8``, ``ember.bool``, ... (one object per type).
+
+    Every dtype lives on every device except where a device cannot hold it: the WGSL devices
+    have no float64 or bfloat16, hold int64 as int32 and float16 only with the adapter's f16
+    feature; they store int8/uint8/bool packed four to a 32-bit word and int16 two to a word,
+    computing in 32-bit registers that wrap to the type's width (docs/dtypes.md)."""
 
     __slots__ = ("name", "_np", "itemsize", "category", "rank", "is_floating_point", "is_signed",
                  "_np_compute")
