@@ -20,6 +20,8 @@ from .dtype import (
     float32,
     float64,
     get_default_dtype,
+    int8,
+    int16,
     int32,
     int64,
     promote_types,
@@ -38,6 +40,7 @@ __version__ = "0.1.0"
 
 float = float32  # noqa: A001
 double = float64
+short = int16
 half = float16
 long = int64
 int = int32  # noqa: A001
@@ -100,7 +103,7 @@ __all__ = [
     "Tensor", "Device", "DeviceKind", "DType", "errors", "tracing", "profile", "backend_name", "sync", "inspect_fusion",  # noqa: F405 (__getattr__)
     "from_dlpack", "autocast", "is_autocast_enabled", "get_autocast_dtype",  # noqa: F405 (__getattr__)
     "empty_cache", "save", "load", "set_float32_matmul_precision", "get_float32_matmul_precision",
-    "no_grad", "enable_grad", "is_grad_enabled", "float32", "float16", "bfloat16", "float64", "int32",
-    "int64", "uint8", "bool", "get_default_dtype", "set_default_dtype", "promote_types",
+    "no_grad", "enable_grad", "is_grad_enabled", "float32", "float16", "bfloat16", "float64", "int8",
+    "int16", "int32", "int64", "uint8", "bool", "get_default_dtype", "set_default_dtype", "promote_types",
     *_creation_all, *_functional_all,
 ]

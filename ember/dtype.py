@@ -1,9 +1,17 @@
 """Element types and PyTorch's type-promotion rules.
 
 A ``DType`` is an interned value: compare with ``is``. Categories order bool < integer <
-floating; promotion inside a category widens, and float16 with bfloat16 meet at float32
-(as in PyTorch). Python scalars are "weak": they only raise the category, never the width
-(``int32_tensor + 2.5`` is float32, ``float16_tensor + 2.5`` is float16).
+floating; promotion inside a category widens, float16 with bfloat16 meet at float32 and
+uint8 with int8 at int16 (the smallest type holding both ranges), as in PyTorch. Python
+scalars are "weak": they only raise the category, never the width (``int32_tensor + 2.5`` is
+float32, ``float16_tensor + 2.5`` is float16, ``int8_tensor + 300`` is int8: the scalar
+converts to the tensor's type, wrapping as PyTorch does).
+
+Integer arithmetic wraps (two's complement) on every device, as in PyTorch. A float -> integer
+cast truncates toward zero; to int8/int16/uint8 it converts through int32 and keeps the low
+bits, so every value within int32's range casts as torch's CPU kernels cast it on every device;
+beyond that (and NaN), which PyTorch leaves undefined, the result is the device's (see
+docs/dtypes.md, which also describes the packed int8/int16 storage of the WGSL devices).
 """
 
 from __future__ import annotations
@@ -13,7 +21,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "DType", "float32", "float16", "bfloat16", "float64", "int32", "int64", "uint8", "bool_",
+    "DType", "float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool_",
     "promote_types", "result_type", "as_dtype", "get_default_dtype", "set_default_dtype",
 ]
 
@@ -21,7 +29,12 @@ BOOL, INT, FLOAT = 0, 1, 2
 
 
 class DType:
-    """As ``torch.dtype``: ``ember.float32``, ``ember.int64``, ``ember.bool``, ... (one object per type)."""
+    """As ``torch.dtype``: ``ember.float32``, ``ember.int8``, ``ember.bool``, ... (one object per type).
+
+    Every dtype lives on every device except where a device cannot hold it: the WGSL devices
+    have no float64 or bfloat16, hold int64 as int32 and float16 only with the adapter's f16
+    feature; they store int8/uint8/bool packed four to a 32-bit word and int16 two to a word,
+    computing in 32-bit registers that wrap to the type's width (docs/dtypes.md)."""
 
     __slots__ = ("name", "_np", "itemsize", "category", "rank", "is_floating_point", "is_signed",
                  "_np_compute")
@@ -60,23 +73,27 @@ class DType:
         return self.name if self.name != "bool" else "bool_"
 
 
+# rank orders promotion within a category; two types of one rank (uint8/int8, float16/bfloat16)
+# meet at the next rank's type (``_promote``)
 bool_ = DType("bool", np.bool_, BOOL, 0)
 uint8 = DType("uint8", np.uint8, INT, 1)
-int32 = DType("int32", np.int32, INT, 2)
-int64 = DType("int64", np.int64, INT, 3)
-float16 = DType("float16", np.float16, FLOAT, 4)
-bfloat16 = DType("bfloat16", None, FLOAT, 4, itemsize=2)
-float32 = DType("float32", np.float32, FLOAT, 5)
-float64 = DType("float64", np.float64, FLOAT, 6)
+int8 = DType("int8", np.int8, INT, 1)
+int16 = DType("int16", np.int16, INT, 2)
+int32 = DType("int32", np.int32, INT, 3)
+int64 = DType("int64", np.int64, INT, 4)
+float16 = DType("float16", np.float16, FLOAT, 5)
+bfloat16 = DType("bfloat16", None, FLOAT, 5, itemsize=2)
+float32 = DType("float32", np.float32, FLOAT, 6)
+float64 = DType("float64", np.float64, FLOAT, 7)
 
-ALL: tuple[DType, ...] = (bool_, uint8, int32, int64, float16, bfloat16, float32, float64)
+ALL: tuple[DType, ...] = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
 FLOATS: tuple[DType, ...] = (float16, bfloat16, float32, float64)
-INTS: tuple[DType, ...] = (uint8, int32, int64)
+INTS: tuple[DType, ...] = (uint8, int8, int16, int32, int64)
 
 _BY_NAME = {d.name: d for d in ALL}
 _BY_NAME.update({"bool_": bool_, "float": float32, "double": float64, "half": float16,
-                 "long": int64, "int": int32, "f32": float32, "f64": float64, "f16": float16,
-                 "bf16": bfloat16, "i32": int32, "i64": int64, "u8": uint8})
+                 "long": int64, "int": int32, "short": int16, "f32": float32, "f64": float64, "f16": float16,
+                 "bf16": bfloat16, "i8": int8, "i16": int16, "i32": int32, "i64": int64, "u8": uint8})
 #: numpy dtype -> DType; bfloat16 joins when its numpy dtype is first needed (``_by_np``)
 _BY_NP: dict[np.dtype, DType] = {d._np: d for d in ALL if d._np is not None}
 
@@ -155,8 +172,8 @@ def from_numpy_dtype(npd: np.dtype) -> DType:
 def _promote(a: DType, b: DType) -> DType:
     if a is b:
         return a
-    if a.rank == b.rank:  # float16 with bfloat16
-        return float32
+    if a.rank == b.rank:  # float16 with bfloat16, uint8 with int8
+        return float32 if a.category == FLOAT else int16
     return a if a.rank > b.rank else b
 
 
@@ -168,13 +185,43 @@ def promote_types(a: DType, b: DType) -> DType:
     return _PROMOTE[(a, b)]
 
 
+#: the value range of each integer dtype
+INT_LIMITS: dict[DType, tuple[int, int]] = {
+    d: (-(1 << 8 * d.itemsize - 1), (1 << 8 * d.itemsize - 1) - 1) if d.is_signed else (0, (1 << 8 * d.itemsize) - 1)
+    for d in INTS
+}
+
+
 def python_scalar(d: DType, s: Any) -> Any:
-    """``s`` as the Python scalar type that holds a value of dtype ``d``."""
+    """``s`` as the Python scalar type that holds a value of dtype ``d``; an integer outside
+    ``d``'s range raises OverflowError (as torch's ``full``, ``fill_``, ``clamp``, ``where``)."""
     if d.category == FLOAT:
         return float(s)
     if d is bool_:
         return bool(s)
-    return int(s)
+    i = int(s)
+    lo, hi = INT_LIMITS[d]
+    if lo <= i <= hi:
+        return i
+    raise OverflowError(f"value {i} cannot be converted to {d} without overflow")
+
+
+def wrapped_scalar(d: DType, s: Any) -> Any:
+    """``python_scalar`` for the scalar operand of arithmetic, bitwise ops and comparisons: an
+    integer outside ``d``'s range wraps to it (two's complement), as torch converts the scalar
+    of ``int8_tensor + 300`` (300 -> 44). Integers beyond 64 bits still raise OverflowError."""
+    if d.category == FLOAT:
+        return float(s)
+    if d is bool_:
+        return bool(s)
+    i = int(s)
+    lo, hi = INT_LIMITS[d]
+    if lo <= i <= hi:
+        return i
+    if not -(1 << 63) <= i < 1 << 64:
+        raise OverflowError(f"the scalar {i} does not fit 64 bits")
+    span = hi - lo + 1
+    return (i - lo) % span + lo
 
 
 def _scalar_dtype(v: Any) -> DType:

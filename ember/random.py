@@ -12,7 +12,7 @@ implementation (numpy, vectorised over blocks, no Python loop per element). In s
   counter word 0, high word in word 1, words 2 and 3 zero) and yields four 32-bit words.
   The words of a call form one flat stream ``W[4*i + j] = word j of block i``.
 * A dtype is either of the *32-bit class* (one word per element: float32, float16, bfloat16,
-  int32, uint8, bool) or the *64-bit class* (two words per element, ``W[2k]`` low and
+  int32, int16, int8, uint8, bool) or the *64-bit class* (two words per element, ``W[2k]`` low and
   ``W[2k+1]`` high: float64, int64, and every dtype of ``randint`` that is floating). Element
   ``k`` (C order) therefore lives in block ``k // E`` with ``E = 4`` or ``2`` elements per block,
   so a kernel thread can compute any element from ``(seed, offset, k)`` alone.
@@ -259,7 +259,8 @@ def philox_words(seed: int, offset: int, n_blocks: int) -> np.ndarray:
 _Converter = Callable[[np.ndarray, np.ndarray], None]
 
 _PRECISION = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}  # significand bits
-_INT_BOUNDS = {"bool": (0, 1), "uint8": (0, 255), "int32": (-(2**31), 2**31 - 1),
+_INT_BOUNDS = {"bool": (0, 1), "uint8": (0, 255), "int8": (-128, 127), "int16": (-(2**15), 2**15 - 1),
+               "int32": (-(2**31), 2**31 - 1),
                "int64": (-(2**63), 2**63 - 1)}
 
 

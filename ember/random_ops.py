@@ -39,7 +39,8 @@ __all__ = ["bernoulli", "multinomial", "normal", "randperm", "poisson"]
 
 #: significand precision p of each floating dtype: every integer in [-2**p, 2**p] is exact
 _PRECISION = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
-_INT_RANGE = {"bool": (0, 1), "uint8": (0, 255), "int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
+_INT_RANGE = {"bool": (0, 1), "uint8": (0, 255), "int8": (-128, 127), "int16": (-(2**15), 2**15 - 1),
+              "int32": (-(2**31), 2**31 - 1), "int64": (-(2**63), 2**63 - 1)}
 
 
 # --------------------------------------------------------------------------- draws

@@ -15,7 +15,7 @@ read with its validating deserializer): never pickle, so loading a file runs no 
   under ``"ember"``, beside ``"format": "pt"`` (torch's layout, which Hugging Face loaders
   check for).
 * dtypes: float32, float64, float16, bfloat16 (kept bit-exactly through ``ml_dtypes``),
-  int64, int32, uint8, bool.
+  int64, int32, int16, int8, uint8, bool (safetensors' I64, I32, I16, I8, U8, BOOL).
 
 ``load`` checks the whole file before it builds anything: a truncated or corrupt file, a
 broken header or structure raises :class:`ember.errors.CheckpointError` and nothing is
@@ -44,7 +44,7 @@ _FORMAT_VERSION = 1
 
 #: safetensors dtype names <-> ember dtypes (numpy dtype of the stored bytes)
 _TO_ST = {dt.float32: "F32", dt.float64: "F64", dt.float16: "F16", dt.bfloat16: "BF16", dt.int64: "I64",
-          dt.int32: "I32", dt.uint8: "U8", dt.bool_: "BOOL"}
+          dt.int32: "I32", dt.int16: "I16", dt.int8: "I8", dt.uint8: "U8", dt.bool_: "BOOL"}
 
 
 def _np_dtypes() -> dict[str, np.dtype]:
@@ -52,7 +52,7 @@ def _np_dtypes() -> dict[str, np.dtype]:
 
     return {"F32": np.dtype(np.float32), "F64": np.dtype(np.float64), "F16": np.dtype(np.float16),
             "BF16": np.dtype(ml_dtypes.bfloat16), "I64": np.dtype(np.int64), "I32": np.dtype(np.int32),
-            "U8": np.dtype(np.uint8), "BOOL": np.dtype(np.bool_)}
+            "I16": np.dtype(np.int16), "I8": np.dtype(np.int8), "U8": np.dtype(np.uint8), "BOOL": np.dtype(np.bool_)}
 
 
 # --------------------------------------------------------------------------- structure

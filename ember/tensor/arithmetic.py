@@ -14,7 +14,7 @@ import numpy as np
 from .. import _shape as S
 from .. import dtype as dt
 from ..errors import DTypeError, ShapeError
-from .core import _SCALARS, Tensor, _autocast, _check_device, _make, _pyscalar, _scalar_for
+from .core import _SCALARS, Tensor, _autocast, _check_device, _make, _pyscalar
 from .elementwise import where
 from .factories import _ARITH, _COMPARE, _FLOATONLY, _LOGICAL, _TRUEDIV, _binary, _int_result, _tensor_tensor
 
@@ -119,7 +119,7 @@ class ArithmeticMethods:
         elif isinstance(other, _SCALARS) or isinstance(other, np.generic):
             other = _pyscalar(other)
             d = dt.scalar_result(self._dt, self.ndim, other)
-            other = self._full_like_shape((), _scalar_for(d, other), d)
+            other = self._full_like_shape((), dt.wrapped_scalar(d, other), d)  # wraps, as torch
         else:
             return None
         if d.category == dt.FLOAT:

@@ -141,6 +141,14 @@ class ConversionMethods:
         """As ``torch.Tensor.byte`` (``memory_format`` accepted and ignored)."""
         return self.to(dt.uint8)
 
+    def char(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.char``: to int8 (``memory_format`` accepted and ignored)."""
+        return self.to(dt.int8)
+
+    def short(self, memory_format: Any = None) -> Tensor:
+        """As ``torch.Tensor.short``: to int16 (``memory_format`` accepted and ignored)."""
+        return self.to(dt.int16)
+
     def contiguous(self, memory_format: Any = None) -> Tensor:
         """As ``torch.Tensor.contiguous``; ``memory_format`` is accepted and ignored."""
         return _make(self._bk.contiguous(self._p), self._bk, self._dt)

@@ -30,6 +30,8 @@ KDL_CPU, KDL_CUDA = 1, 2
 _CODES = {  # ember dtype -> (DLPack type code, bits)
     "bool": (6, 8),
     "uint8": (1, 8),
+    "int8": (0, 8),
+    "int16": (0, 16),
     "int32": (0, 32),
     "int64": (0, 64),
     "float16": (2, 16),

@@ -165,7 +165,7 @@ def _tensor_scalar(op: str, scalar_op: str, rule: int, a: Tensor, s: Any, revers
         d = _float_of(d)
     if a._dt is not d:
         p = bk.cast(p, d)
-    s = _scalar_for(d, s)
+    s = dt.wrapped_scalar(d, s)  # an integer scalar wraps to the tensor's type, as torch's does
     if rule == _COMPARE:
         name = f"{_SWAPPED_COMPARE[op]}_scalar" if reverse else scalar_op
         return _make(getattr(bk, name)(p, s), bk, dt.bool_)

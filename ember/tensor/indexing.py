@@ -37,6 +37,8 @@ def _checked_indices(t: Tensor, idx: Tensor, n: int, what: str) -> Tensor:
     """int64 indices in [0, n): negatives wrap once (like Python), others raise."""
     if idx._dt.category != dt.INT:
         raise DTypeError(f"{what} indices must be an integer tensor, got {idx._dt}")
+    if idx._dt is dt.int8 or idx._dt is dt.int16:  # as torch: only long, int, byte (and bool) index
+        raise DTypeError(f"{what} indices must be long, int, byte or bool tensors, got {idx._dt}")
     if idx._dt is not dt.int64:
         idx = idx.to(dt.int64)
     if idx.numel() == 0 or not (t._bk.eager or t._bk.is_ready(idx._p)):

@@ -15,12 +15,15 @@ INTS: tuple[str, ...] = ("int64", "int32", "uint8")
 NUMERIC: tuple[str, ...] = FLOATS + INTS
 ALL: tuple[str, ...] = NUMERIC + ("bool",)
 SIGNED: tuple[str, ...] = FLOATS + ("int64", "int32")
+#: the narrow signed ints: a sample of the op table runs them (``optable.NARROW_SPECS``), the
+#: whole table would cost a quarter more for kernels that differ from int32's only in the type
+NARROW: tuple[str, ...] = ("int8", "int16")
 
 #: numpy dtype a tensor of each ember dtype reads out as (bfloat16 reads out as an
 #: ml_dtypes array; the suite only ever converts it to float64, so it needs no import)
 NP: dict[str, Any] = {
     "float64": np.float64, "float32": np.float32, "float16": np.float16, "bfloat16": None,
-    "int64": np.int64, "int32": np.int32, "uint8": np.uint8, "bool": np.bool_,
+    "int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8, "uint8": np.uint8, "bool": np.bool_,
 }
 
 #: (rtol, atol) for a result of each floating dtype, against a float64 reference

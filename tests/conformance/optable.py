@@ -15,6 +15,7 @@ arrays are masks (both passed as they are).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import numpy as np
 
 import ember
 
-from ._support import ALL, FLOATS, INTS, NUMERIC, SIGNED, is_float, round_to
+from ._support import ALL, FLOATS, INTS, NARROW, NUMERIC, SIGNED, is_float, round_to
 
 Shape = tuple[int, ...]
 Case = tuple[np.ndarray, ...]
@@ -977,6 +978,18 @@ add(
            NUMERIC, ()),
     OpSpec("large.getitem[::-3]", lambda x: x[::-3, 1::2], lambda x: x[::-3, 1::2], unary([LARGE]), ALL),
 )
+
+#: the specs that also run int8 and int16: one or two per kernel family whose integer code
+#: depends on the element type (elementwise arithmetic with tensors and scalars, comparisons,
+#: casts into float, reductions, scans, arg-reductions, sort, gather/scatter, copies, views)
+NARROW_SPECS = frozenset({
+    "neg", "abs", "exp", "scalar[t+2]", "scalar[t*3]", "scalar[t//2]", "scalar[7%t]", "add", "sub", "mul",
+    "floor_div", "remainder", "maximum", "lt", "where", "sum[dim=None]", "prod[dim=1]", "max[dim=0]",
+    "argmax[dim=-1]", "cumsum[dim=1]", "gather[dim=0]", "scatter_add[dim=0]", "getitem[idx]", "setitem[::2]",
+    "cat[dim=0]", "sort[dim=-1]", "topk[k=3,dim=-1,largest=True]", "flip", "large.cumsum[dim=0]",
+    "large.transpose.contiguous",
+})
+SPECS[:] = [dataclasses.replace(s, dtypes=s.dtypes + NARROW) if s.name in NARROW_SPECS else s for s in SPECS]
 
 SPEC_BY_NAME: dict[str, OpSpec] = {}
 for _s in SPECS:

@@ -191,6 +191,8 @@ CREATION_DTYPES: list[tuple[str, Callable[[ember.Device], Any], str]] = [
     ("tensor(np.int32)", lambda d: ember.tensor(np.zeros(2, np.int32), device=d), "int32"),
     ("tensor(np.float16)", lambda d: ember.tensor(np.zeros(2, np.float16), device=d), "float16"),
     ("tensor(np.uint8)", lambda d: ember.tensor(np.zeros(2, np.uint8), device=d), "uint8"),
+    ("tensor(np.int8)", lambda d: ember.tensor(np.zeros(2, np.int8), device=d), "int8"),
+    ("tensor(np.int16)", lambda d: ember.tensor(np.zeros(2, np.int16), device=d), "int16"),
     ("tensor(dtype=)", lambda d: ember.tensor([1, 2], dtype=ember.float16, device=d), "float16"),
     ("zeros", lambda d: ember.zeros(2, 3, device=d), "float32"),
     ("ones", lambda d: ember.ones((2,), device=d), "float32"),

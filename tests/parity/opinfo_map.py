@@ -223,7 +223,7 @@ def ember_call(fn: Callable[..., Any], op: Any, x: Any, args: Any, kwargs: Any) 
 _DTYPES = {
     torch.float32: ember.float32, torch.float64: ember.float64, torch.float16: ember.float16,
     torch.bfloat16: ember.bfloat16, torch.int64: ember.int64, torch.int32: ember.int32,
-    torch.uint8: ember.uint8, torch.bool: ember.bool,
+    torch.int16: ember.int16, torch.int8: ember.int8, torch.uint8: ember.uint8, torch.bool: ember.bool,
 }
 
 

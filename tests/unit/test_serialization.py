@@ -53,7 +53,8 @@ def test_nested_structure_round_trip(tmp_path: pathlib.Path, rng: np.random.Gene
     assert keys == {"model.fc.weight", "model.fc.bias", "opt.state.0.step", "opt.state.0.exp_avg", "t"}
 
 
-@pytest.mark.parametrize("d", ["float32", "float64", "float16", "bfloat16", "int64", "int32", "uint8", "bool"])
+@pytest.mark.parametrize("d", ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8",
+                               "bool"])
 def test_dtypes_exact_both_ways_with_torch(tmp_path: pathlib.Path, rng: np.random.Generator, d: str) -> None:
     raw = rng.standard_normal((4, 3)) * 100
     np_dt = {"bfloat16": ml_dtypes.bfloat16, "bool": np.bool_}.get(d, d)

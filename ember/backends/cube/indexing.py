@@ -7,7 +7,7 @@ Host-side work is metadata only: views (shape/strides/offset) and a few Python i
 Scatter-type accumulation (``scatter_add``, ``index_put(accumulate=True)``) uses atomic adds,
 which the kernel language offers on 32/64-bit elements. Types without atomics accumulate in
 a wider type, exactly as Flex does: float16/bfloat16 in float32 (rounded once at the end),
-uint8/bool in int32 (cast back: uint8 wraps mod 256, bool is "any nonzero"). Float atomics
+uint8/int8/int16/bool in int32 (cast back: the narrow ints wrap, bool is "any nonzero"). Float atomics
 add in an unspecified order, so float sums may differ from Flex's sequential order in the
 last bits; integer sums are exact.
 """
@@ -28,7 +28,8 @@ from . import random_kernels as rk
 _DIM = CubeDim(256)
 #: dtypes that the kernel language has atomics for; the others accumulate in a wider type
 _ATOMIC = frozenset({dt.float32, dt.float64, dt.int32, dt.int64})
-_ACC = {dt.float16: dt.float32, dt.bfloat16: dt.float32, dt.uint8: dt.int32, dt.bool_: dt.int32}
+_ACC = {dt.float16: dt.float32, dt.bfloat16: dt.float32, dt.uint8: dt.int32, dt.int8: dt.int32,
+        dt.int16: dt.int32, dt.bool_: dt.int32}
 
 
 #: elements per unit of the row-chunked kernels (copy_view, gather_dim, index_gather, tri):

@@ -196,6 +196,10 @@ class Emitter:
             return f"em_round_f16((float)({x}))"
         if dst is bf16:
             return f"em_round_bf16((float)({x}))"
+        if src.is_float and dst.is_int and dst.bits < 32:
+            # float -> narrow int through int32, then wrap (numpy's and torch's CPU result for
+            # values within int32): a direct conversion saturates on CUDA (cvt.rzi.s8)
+            return f"({self.c.scalar_type(dst)})(int32_t)({x})"
         return f"({self.c.scalar_type(dst)})({x})"
 
     def bitcast_expr(self, out: Type, x: str) -> str:

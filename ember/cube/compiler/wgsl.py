@@ -16,10 +16,14 @@ What WGSL cannot hold, and how this compiler copes:
 * no pointers: every access is ``b[offset + index]``; all buffers are bound ``read_write``
   (two views of one buffer are bound twice, as the seed's stack does, but accessed through
   the first view's binding: the drivers assume distinct bindings never alias);
-* no 8-bit storage: u8 and bool buffers are packed four bytes to an ``atomic<u32>`` word; a
-  whole-word line (widths 4, 8, 16) is one atomic load/store per word, a narrower one updates
-  its byte with ``atomicAnd``/``atomicOr`` (neighbouring units may own the other bytes);
-  u8 values compute in u32 registers and wrap to 8 bits where the C target's ``uint8_t`` would;
+* no 8- or 16-bit integer storage: u8, i8 and bool buffers are packed four bytes to an
+  ``atomic<u32>`` word, i16 buffers two halves to a word (the tensor's bytes as they are: the
+  runtime uploads and reads them unchanged); a whole-word line (widths 4, 8, 16; for i16 also
+  2) is one atomic load/store per word, a narrower one updates its byte or half with
+  ``atomicAnd``/``atomicOr`` (neighbouring units may own the rest of the word); u8 values
+  compute in u32 registers, i8 and i16 in i32 (sign-extended on load), and every value of
+  these types wraps to its width where the C target's ``uint8_t``/``int8_t``/``int16_t``
+  would, so results match the other devices bit for bit;
 * no 64-bit types and no bf16: ``WgslCompiler.holds`` says which dtypes a device can hold, and
   the runtime refuses the others with a typed error before any kernel is built;
 * f16 only with the ``f16`` capability (the runtime's canary); it computes in f32 registers
@@ -51,7 +55,7 @@ __all__ = ["WgslCompiler", "PRELUDE"]
 #: element types whose buffers WGSL can hold (f16 only with the capability); i64 buffers hold
 #: int32 (the runtime narrows on upload, refusing values beyond the int32 range, and widens on
 #: read): int64 is the index dtype of the whole API, and no WGSL device has 64-bit integers
-_HOLDABLE = frozenset({"f32", "i32", "i64", "u32", "u8", "bool_"})
+_HOLDABLE = frozenset({"f32", "i8", "i16", "i32", "i64", "u32", "u8", "bool_"})
 
 PRELUDE = r"""
 // ember WGSL prelude: numpy semantics for what WGSL leaves undefined or lacks
@@ -169,9 +173,13 @@ class WgslCompiler(CStyleCompiler):
     #: i64 values (scalar parameters, casts) compute in 32 bits: no buffer holds them, and the
     #: runtime refuses an i64 scalar argument outside the i32 range
     SCALAR_TYPES = {
-        "f16": "f32", "f32": "f32", "i32": "i32", "i64": "i32", "u32": "u32", "u8": "u32", "bool_": "bool"
+        "f16": "f32", "f32": "f32", "i8": "i32", "i16": "i32", "i32": "i32", "i64": "i32", "u32": "u32",
+        "u8": "u32", "bool_": "bool",
     }
-    STORAGE_TYPES = {"f16": "f16", "f32": "f32", "i32": "i32", "i64": "i32", "u32": "u32", "u8": "u32", "bool_": "u32"}
+    STORAGE_TYPES = {
+        "f16": "f16", "f32": "f32", "i8": "u32", "i16": "u32", "i32": "i32", "i64": "i32", "u32": "u32",
+        "u8": "u32", "bool_": "u32",
+    }
 
     BINARY = {
         "add": "{a} + {b}",
@@ -357,7 +365,7 @@ class WgslCompiler(CStyleCompiler):
             # i64 computes in 32 bits: an extreme constant saturates, which keeps the identities
             # of min/max reductions (INT64_MAX...) right for data that fits int32 (all there is)
             n = max(-(1 << 31), min(n, (1 << 31) - 1))
-        if e.name in ("i32", "i64"):
+        if e.name in ("i8", "i16", "i32", "i64"):
             if not -(1 << 31) <= n < (1 << 31):
                 raise NotImplementedError(f"the {e.name} constant {n} does not fit the 32 bits WGSL computes in")
             if n == -(1 << 31):
@@ -446,7 +454,7 @@ class WgslCompiler(CStyleCompiler):
             return f"bitcast<f32>({w})"
         if e.kind == BOOL:
             return f"(({w} & 1u) != 0u)"
-        if e.name in ("i32", "i64"):
+        if e.name in ("i8", "i16", "i32", "i64"):  # the launch packs a narrow int sign-extended to 32 bits
             return f"bitcast<i32>({w})"
         if e.name == "u8":
             return f"({w} & 255u)"

@@ -17,8 +17,21 @@ if TYPE_CHECKING:
 
 __all__ = ["WgslEmitter"]
 
-#: element types stored packed four to a 32-bit word (WGSL has no 8-bit storage)
-_PACKED = frozenset({"u8", "bool_"})
+#: element types stored packed in 32-bit words (WGSL has no 8- or 16-bit integer storage), with
+#: their width in bits: four bytes or two halves to a word
+_PACKED = {"u8": 8, "i8": 8, "bool_": 8, "i16": 16}
+
+
+def wrap(name: str, expr: str, width: int) -> str:
+    """``expr`` (a value of element ``name`` in its 32-bit register, ``width`` lanes, at most 4)
+    wrapped to the element's width, as the C target's narrow types wrap; other elements as
+    they are. ``extractBits`` rather than shifts: a shift of a constant that overflows is a
+    shader-creation error in WGSL, and extractBits sign-extends the signed types."""
+    if name == "u8":
+        return f"({expr}) & {f'vec{width}<u32>(255u)' if width > 1 else '255u'}"
+    if name in ("i8", "i16"):
+        return f"extractBits({expr}, 0u, {_PACKED[name]}u)"
+    return expr
 
 
 class _Frame:
@@ -40,7 +53,8 @@ class WgslEmitter(Emitter):
         self.flags: set[str] = set()
         self.frames: list[_Frame] = []
         self.tmp = 0
-        # how each array parameter is bound: "packed" (u8/bool bytes in atomic words), "atomic"
+        # how each array parameter is bound: "packed" (u8/i8/bool bytes or i16 halves in atomic
+        # words), "atomic"
         # (target of atomics: every access is atomic), or "plain"
         atomic_targets = {
             id(s.args[0]) for s in ir.walk(k.body) if isinstance(s, ir.Op) and s.op in ir.ATOMIC_OPS
@@ -51,7 +65,7 @@ class WgslEmitter(Emitter):
             self.mode[id(p.var)] = (
                 "packed" if e.name in _PACKED else "atomic" if id(p.var) in atomic_targets else "plain"
             )
-        for sm in k.shared:  # workgroup memory holds registers (u8/bool as u32): atomics need no packing
+        for sm in k.shared:  # workgroup memory holds registers (u8/bool as u32, i8/i16 as i32): no packing
             self.mode[id(sm)] = "atomic" if id(sm) in atomic_targets else "plain"
         # Array parameters on one buffer (an output written into a donated input) are accessed
         # through ONE binding variable, the first one's: naga's output (SPIR-V without an
@@ -132,14 +146,15 @@ class WgslEmitter(Emitter):
         return f"m_{base}_len" if kind == "len" else f"m_{base}_{kind}{d}"
 
     def define(self, v: Var, expr: str) -> None:
-        if v.type.elem.name == "u8" and v.type.width <= 4:  # u8 computes in u32: wrap as uint8_t does
-            expr = f"({expr}) & {self.broadcast(v.type, '255u') if v.type.width > 1 else '255u'}"
+        if v.type.width <= 4:  # u8/i8/i16 compute in 32 bits: wrap as uint8_t/int8_t/int16_t do
+            expr = wrap(v.type.elem.name, expr, v.type.width)
         self.out(self.decl_const(v.type, self.c.name(v), expr))
 
     def lanes(self, v: Var, exprs: list[str]) -> None:
         """``v`` (a line) built from one expression per lane."""
-        if v.type.elem.name == "u8":
-            exprs = [f"(({e}) & 255u)" for e in exprs]
+        name = v.type.elem.name
+        if name in ("u8", "i8", "i16"):
+            exprs = [f"({wrap(name, e, 1)})" for e in exprs]
         self.out(self.decl_const(v.type, self.c.name(v), f"{self.rtype(v.type)}({', '.join(exprs)})"))
 
     def assigned(self, t: Type, value: Any) -> str:
@@ -389,20 +404,30 @@ class WgslEmitter(Emitter):
     def load_packed(self, out: Var, name: str, i: str, t: Type) -> None:
         w = t.width
         is_bool = t.elem.kind == BOOL
+        bits = _PACKED[t.elem.name]
+        per = 32 // bits  # elements per word
+        # a signed element sign-extends from its bits of the word (bitcast, then extractBits)
+        signed = t.elem.kind != BOOL and t.elem.is_signed
+
+        def field(word: str, off: str) -> str:
+            if signed:
+                return f"extractBits(bitcast<i32>({word}), {off}, {bits}u)"
+            return f"extractBits({word}, {off}, {bits}u)"
+
         lanes: list[str] = []
-        if w % 4 == 0:
+        if w % per == 0:
             base = self.new_tmp("word")
-            self.out(f"let {base} = {i} * {w // 4}u;")
-            for k in range(w // 4):
+            self.out(f"let {base} = {i} * {w // per}u;")
+            for k in range(w // per):
                 word = self.new_tmp("w")
                 self.out(f"let {word} = atomicLoad(&{name}[{base} + {k}u]);")
-                lanes += [f"(({word} >> {8 * j}u) & 255u)" for j in range(4)]
+                lanes += [field(word, f"{bits * j}u") for j in range(per)]
         else:
-            e = self.new_tmp("byte")
+            e = self.new_tmp("elem")
             self.out(f"let {e} = {i} * {w}u;")
             for j in range(w):
                 b = f"({e} + {j}u)"
-                lanes.append(f"((atomicLoad(&{name}[{b} >> 2u]) >> (({b} & 3u) * 8u)) & 255u)")
+                lanes.append(field(f"atomicLoad(&{name}[{b} / {per}u])", f"(({b} % {per}u) * {bits}u)"))
         if is_bool:
             lanes = [f"({x} != 0u)" for x in lanes]
         if w == 1:
@@ -447,27 +472,32 @@ class WgslEmitter(Emitter):
 
     def store_packed(self, name: str, i: str, t: Type, value: Any) -> None:
         w = t.width
+        bits = _PACKED[t.elem.name]
+        per, mask = 32 // bits, (1 << bits) - 1
         tmp = self.new_tmp("val")
         self.out(f"let {tmp} = {self.assigned(t, value)};")
         lanes = [f"{tmp}[{j}]" for j in range(w)] if w > 1 else [tmp]
         if t.elem.kind == BOOL:
             lanes = [f"select(0u, 1u, {x})" for x in lanes]
+        elif t.elem.is_signed:  # the element's bits of its two's complement
+            lanes = [f"(bitcast<u32>({x}) & {mask}u)" for x in lanes]
         else:
-            lanes = [f"({x} & 255u)" for x in lanes]
-        if w % 4 == 0:
+            lanes = [f"({x} & {mask}u)" for x in lanes]
+        if w % per == 0:
             base = self.new_tmp("word")
-            self.out(f"let {base} = {i} * {w // 4}u;")
-            for k in range(w // 4):
-                parts = [lanes[4 * k + j] if j == 0 else f"({lanes[4 * k + j]} << {8 * j}u)" for j in range(4)]
+            self.out(f"let {base} = {i} * {w // per}u;")
+            for k in range(w // per):
+                parts = [lanes[per * k + j] if j == 0 else f"({lanes[per * k + j]} << {bits * j}u)"
+                         for j in range(per)]
                 self.out(f"atomicStore(&{name}[{base} + {k}u], {' | '.join(parts)});")
             return
-        e = self.new_tmp("byte")
+        e = self.new_tmp("elem")
         self.out(f"let {e} = {i} * {w}u;")
         for j in range(w):
             b = f"({e} + {j}u)"
-            sh = f"(({b} & 3u) * 8u)"
-            self.out(f"atomicAnd(&{name}[{b} >> 2u], ~(255u << {sh}));")
-            self.out(f"atomicOr(&{name}[{b} >> 2u], {lanes[j]} << {sh});")
+            sh = f"(({b} % {per}u) * {bits}u)"
+            self.out(f"atomicAnd(&{name}[{b} / {per}u], ~({mask}u << {sh}));")
+            self.out(f"atomicOr(&{name}[{b} / {per}u], {lanes[j]} << {sh});")
 
     def atomic(self, s: ir.Op) -> None:
         arr, idx, v = s.args

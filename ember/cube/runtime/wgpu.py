@@ -86,7 +86,7 @@ class WgpuClient:
         if not self.supports(d):
             raise UnsupportedDTypeError(
                 f"{d.name} tensors cannot live on {self.name} ({self.adapter_text()}): WGSL has no "
-                f"{d.name} storage here; use float32/int32/uint8/bool, or another device"
+                f"{d.name} storage here; use float32/int32/int16/int8/uint8/bool, or another device"
             )
 
     def adapter_text(self) -> str:
