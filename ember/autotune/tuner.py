@@ -10,6 +10,12 @@ and calls ``execute(client, tset, *args)`` where it would launch a kernel. The f
 a key measures candidates (or loads the decision another process stored); later calls cost a
 key computation and one dict lookup before the winner runs.
 
+A key too small to be worth timing is not tuned: a set's ``trivial(key, *args)`` names the
+candidate such a key takes at once (the matmul's: the vendor routine when the product's work is
+below the launch-cost scale). The rule is a function of the key alone, so the choice never
+depends on the machine's load, costs no compile, and is the same in every process; it is kept
+in memory like a decision but not stored (nothing was measured).
+
 How a key is tuned (``_tune``):
 
 * Groups run in order; a later group runs only if no candidate of the earlier ones produced a
@@ -160,7 +166,8 @@ class TunableSet:
     ``prepare``: whether the candidates may be called once with launches that run nothing so
     their compiles start together (see the module docstring). ``quick``: the candidate's name
     (or ``fn(key) -> name``) that runs while a deferred key's candidates compile (None: a valid
-    vendor candidate, else the highest priority one)."""
+    vendor candidate, else the highest priority one). ``trivial(key, *args) -> name | None``: the
+    candidate a problem too small to be worth timing takes at once (see the module docstring)."""
 
     __slots__ = (
         "name",
@@ -174,6 +181,7 @@ class TunableSet:
         "version",
         "prepare",
         "quick",
+        "trivial",
         "_checksum",
         "_by_name",
     )
@@ -191,6 +199,7 @@ class TunableSet:
         version: str = "1",
         prepare: bool = True,
         quick: str | Callable[[tuple[Any, ...]], str] | None = None,
+        trivial: Callable[..., str | None] | None = None,
     ) -> None:
         self.name = name
         self.candidates = list(candidates)
@@ -203,6 +212,7 @@ class TunableSet:
         self.version = version
         self.prepare = prepare
         self.quick = quick
+        self.trivial = trivial
         self._checksum: str | None = None
         self._by_name: dict[str, Tunable] | None = None
 
@@ -306,6 +316,10 @@ def execute(client: Any, tset: TunableSet, *args: Any) -> Any:
             with device_lock(client):
                 return _run_cached(tset, key, w, args)
         return _run_cached(tset, key, w, args)
+    if tset.trivial is not None:
+        w = _trivial(tset, key, mk, args)
+        if w is not None:
+            return _run_cached(tset, key, w, args, "trivial")
     q = _deferred.get(mk)
     if q is not None:
         if getattr(_preparing, "on", False) or not _may_tune_now(client):
@@ -320,6 +334,24 @@ def execute(client: Any, tset: TunableSet, *args: Any) -> Any:
         if origin == "deferred":
             return result
         return w.fn(*args)
+
+
+def _trivial(tset: TunableSet, key: tuple[Any, ...], mk: tuple[Any, ...], args: tuple[Any, ...]) -> Tunable | None:
+    """The set's trivial choice for a new key (None: the key is decided as usual), remembered
+    for the process like a decision (not stored: the rule, not a measurement, decides it, so a
+    changed rule takes effect at once). ``checks`` mode times every candidate instead."""
+    from ..environment import config
+
+    if config.get("autotune.checks"):
+        return None
+    name = tset.trivial(key, *args)
+    if name is None:
+        return None
+    w = tset.by_name(name)
+    if w is None or (w.valid is not None and not w.valid(*args)):
+        return None
+    _decisions[mk] = w
+    return w
 
 
 def _may_tune_now(client: Any) -> bool:
@@ -338,7 +370,7 @@ def _run_cached(
     tset: TunableSet, key: tuple[Any, ...], w: Tunable, args: tuple[Any, ...], origin: str = "memory"
 ) -> Any:
     if tracing.active:
-        with tracing.span("autotune", op=tset.name, key=tset.key_text(key), cached=True, origin=origin):
+        with tracing.span("autotune", op=tset.name, key=tset.key_text(key), cached=True, origin=origin, winner=w.name):
             return w.fn(*args)
     return _call(w, args)
 
@@ -361,6 +393,8 @@ def choose(client: Any, tset: TunableSet, *args: Any) -> Tunable:
     key = tset.key(lvl, *args)
     mk = (_device_id(client), tset.name, tset.checksum, lvl.name, key)
     w = _decisions.get(mk)
+    if w is None and tset.trivial is not None:
+        w = _trivial(tset, key, mk, args)
     if w is None:
         if getattr(_preparing, "on", False):
             raise _NotPrepared(tset.name)
