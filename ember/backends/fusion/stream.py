@@ -34,7 +34,7 @@ from .drain_replay import (
 from .indices import INDEX_OPS, check_inputs, checked_args
 from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
 
-__all__ = ["Stream", "Plan", "Block", "FusionStats"]
+__all__ = ["Stream", "Plan", "Block", "FusionStats", "cut_here", "cut_window"]
 
 #: plans kept per Fusion backend (ints in the key, such as a loop's ``x + i``, make new ones)
 _PLANS_MAX = 4096
@@ -86,6 +86,54 @@ class FusionStats:
         self.unfused_ops = 0
         #: (fuser name or "unfused", [op names]) of the last drain, in execution order
         self.last_blocks: Sequence[tuple[str, list[str]]] = []
+
+
+# ------------------------------------------------------------------ where a long queue is cut
+#
+# A queue that reaches ``queue_limit`` ops must drain, but cutting it at exactly that length
+# cuts a training loop at a different offset of its step every time (a 92-op step against a
+# 256-op limit: 23 offsets), and each new offset splits a fused block into two new kernels.
+# So from half the limit on, a queue drains at the first op that is a *content-defined
+# boundary*: an op whose code (a hash of its name and output shape, the same in every process)
+# is no larger than the codes of the ``cut_window`` ops before it. Whether an op is a boundary
+# depends only on the ops around it, so a repeating op sequence is cut at the same places
+# every repetition (some op of each window-long stretch is a boundary: the one with the
+# smallest code), and the drains of a loop repeat after the first few. The limit stays the
+# hard bound. The cut points are a function of the op sequence alone, never of timing.
+
+#: codes are 16 bits; an op with a code at or above this cannot be a boundary (a cheap first
+#: test: the smallest of ``cut_window`` 16-bit codes lies below it nearly always)
+_CUT_BELOW = 1 << 13
+_OP_CODES: dict[str, int] = {}
+
+
+def cut_window(limit: int) -> int:
+    """Ops before a boundary whose codes it must not exceed (a quarter of the queue's minimum
+    length at a cut, so each cut has several candidate boundaries after that length)."""
+    return max(2, limit // 8)
+
+
+def _op_code(op: str, shape: tuple[int, ...]) -> int:
+    c = _OP_CODES.get(op)
+    if c is None:
+        import zlib
+
+        c = _OP_CODES[op] = zlib.crc32(op.encode())
+    # a tuple of ints hashes the same in every process (str hashes are salted: not used)
+    return (((c ^ hash(shape)) * 0x9E3779B1) >> 16) & 0xFFFF
+
+
+def cut_here(records: list[tuple[str, tuple[Any, ...], TensorIr]], window: int) -> bool:
+    """Whether the queue ``records`` drains after its last op (it holds at least half the
+    limit): the last op is a content-defined boundary (see the comment above)."""
+    rec = records[-1]
+    code = _op_code(rec[0], rec[2].shape)
+    if code >= _CUT_BELOW:
+        return False
+    for op, _, t in records[-window:-1]:
+        if _op_code(op, t.shape) < code:
+            return False
+    return True
 
 
 def _map_args(a: Any, env: dict[int, Any]) -> Any:
