@@ -38,8 +38,12 @@ How a key is tuned (``_tune``):
 * Adaptive sampling: round-robin over the survivors up to the level's sample count; after each
   round a candidate whose fastest sample is slower than ``eliminate`` x the best median drops
   out; a candidate whose first two samples are both 4x the best so far never enters the rounds.
-* The winner is the fastest median; a vendor candidate within 3% of it wins the tie (the same
-  speed, and nothing to generate, compile or load when a later process starts).
+* The winner is the fastest median; a vendor candidate within 10% of it wins (the margin an own
+  kernel must have: the same speed within the noise, and nothing to generate, compile or load
+  when a later process starts).
+* Trust: the record keeps the load average and the spread of the deciding samples; one tuned
+  on a loaded machine or with noisy samples is *provisional* and tunes again in the next process
+  that starts on a quiet machine (``decisions.py``), never within a process.
 * The device is used exclusively: one lock per device id is held while a key tunes (probes
   included), and while any key tunes, tuned ops of other threads wait for that lock before they
   launch, so nothing that goes through the tuner runs beside a timed candidate. (Kernels that
@@ -95,8 +99,10 @@ _TARGET_SAMPLE_S = 5e-4
 _MAX_REPS = 64
 #: a candidate whose first two samples are this many times the best so far drops out at once
 _HOPELESS = 4.0
-#: a vendor candidate within this factor of the fastest own one wins the tie
-_VENDOR_TIE = 1.03
+#: an own candidate must beat the vendor candidate by this factor to win: a smaller lead is
+#: within the repeat-to-repeat noise of a shared machine, and the vendor routine costs later
+#: processes no kernel load (and never a wrong choice crowned by one lucky sample)
+_VENDOR_TIE = 1.10
 #: a candidate this much faster than the roofline bound proves the probes wrong (measured on a
 #: busy device): the bound stops ending searches and the probes re-run at the next tuning
 _IMPLAUSIBLE = 1.25
@@ -531,9 +537,11 @@ def _tune(
     client: Any, tset: TunableSet, lvl: keys.Level, key: tuple[Any, ...], args: tuple[Any, ...], checks: bool
 ) -> dict[str, Any]:
     from ..environment import log
+    from .decisions import load_average
     from .progress import Progress
 
     t_start = time.perf_counter()
+    load_start = load_average()
     key_text = tset.key_text(key)
     logging_on = log.enabled("autotune")
     lg = log.logger("autotune") if logging_on else None
@@ -682,6 +690,7 @@ def _tune(
     own = [r for r in results if r.samples and not r.error and not r.t.vendor]
     own_best = min(own, key=lambda r: r.median) if own else None
     tuned_s = time.perf_counter() - t_start
+    trust = _trust(results, winner, load_start)
     record = {
         "op": tset.name,
         "key": key_text,
@@ -695,6 +704,7 @@ def _tune(
         "bound_suspect": bound_suspect,
         "ended_by": ended_by,
         "tuned_s": tuned_s,
+        **trust,
         "time": time.time(),
         "candidates": [r.as_json(group_of[r.t.name], priorities.get(r.t.name)) for r in results],
     }
@@ -726,6 +736,27 @@ def _tune(
             tuned_s * 1e3,
         )
     return record
+
+
+def _trust(results: list[_Result], winner: _Result, load_start: float | None) -> dict[str, Any]:
+    """How far a decision can be trusted (``decisions``: provisional decisions): the load
+    average while it tuned (the larger of its start and end), the usable cores, and the
+    spread (slowest over fastest sample) of the deciding candidates: the winner and the best
+    timed vendor candidate."""
+    from .decisions import NOISY_SPREAD, load_average, usable_cores
+
+    loads = [x for x in (load_start, load_average()) if x is not None]
+    load = round(max(loads), 2) if loads else None
+    cores = usable_cores()
+    deciding = [winner]
+    vendors = [r for r in results if r.t.vendor and r.samples and not r.error]
+    if vendors:
+        deciding.append(min(vendors, key=lambda r: r.median))
+    spreads = [max(r.samples) / min(r.samples) for r in deciding if len(r.samples) >= 2 and min(r.samples) > 0]
+    spread = round(max(spreads), 3) if spreads else None
+    busy = load is not None and load > cores
+    noisy = spread is not None and spread > NOISY_SPREAD
+    return {"load": load, "cores": cores, "spread": spread, "provisional": busy or noisy}
 
 
 class _CheckFailed(Exception):
