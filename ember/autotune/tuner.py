@@ -77,7 +77,8 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from .. import tracing
@@ -90,6 +91,7 @@ __all__ = [
     "execute",
     "choose",
     "forget",
+    "no_tuning",
     "AutotuneError",
     "AutotuneCheckWarning",
 ]
@@ -358,6 +360,20 @@ def _trivial(tset: TunableSet, key: tuple[Any, ...], mk: tuple[Any, ...], args: 
         return None
     _decisions[mk] = w
     return w
+
+
+@contextmanager
+def no_tuning() -> Iterator[None]:
+    """While open on this thread, a tuned op whose key has no decision raises instead of tuning
+    (the way the tuner's own preparation stops); known and trivial keys run their winner. For
+    callers whose launches run nothing (``Fusion``'s drain preparation), where a timing would be
+    meaningless."""
+    was = getattr(_preparing, "on", False)
+    _preparing.on = True
+    try:
+        yield
+    finally:
+        _preparing.on = was
 
 
 def _may_tune_now(client: Any) -> bool:

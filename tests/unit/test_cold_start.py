@@ -242,3 +242,52 @@ def test_cut_codes_are_the_same_in_every_process():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == here
+
+
+# ------------------------------------------------------------------------------ drain preparation
+
+
+def test_a_new_plan_compiles_its_kernels_together_before_it_runs(private_store):
+    # programs no other test builds (a random chain of unary ops), so their kernels are new here
+    rng = np.random.default_rng()
+    names = ["sin", "cos", "tanh", "exp", "abs", "neg", "sigmoid"]
+    chains = [list(rng.choice(names, 7)) for _ in range(3)]
+    dev = Device.cpu()
+    xs = [rng.random((4 + i, 8)).astype(np.float32) for i in range(3)]
+    ts = [ember.tensor(x, device=dev) for x in xs]
+    ember.sync(dev)
+    w = ember.tensor(rng.standard_normal((8, 8)).astype(np.float32), device=dev)
+    with tracing.capture() as spans:
+        outs = []
+        for t, chain in zip(ts, chains):
+            for op in chain:
+                t = getattr(t, op)()
+            outs.append(t @ w)  # a trivial product: decided at once, also while preparing
+        got = [o.numpy() for o in outs]
+    for x, chain, g in zip(xs, chains, got):
+        ref = x.astype(np.float64)
+        for op in chain:
+            ref = {"sigmoid": lambda v: 1 / (1 + np.exp(-v)), "neg": np.negative}.get(op, getattr(np, op, None))(ref)
+        np.testing.assert_allclose(g, ref @ w.numpy(), rtol=1e-4, atol=1e-5)
+    compiled = [s for s in spans if s.name == "compile" and not s.fields.get("cached")]
+    fused = [s for s in compiled if "fused" in s.fields["kernel"]]
+    assert len(fused) >= 3 and all(s.fields.get("deferred") for s in fused)
+    # each prepared compile started before the first launch that ran
+    first_run = min(s.start for s in spans if s.name == "launch")  # prepared launches open none
+    assert all(s.start < first_run for s in fused)
+
+
+def test_a_new_key_inside_a_prepared_drain_tunes_in_the_real_run(private_store):
+    rng = np.random.default_rng()
+    dev = Device.cpu()
+    a = rng.standard_normal((96, 160)).astype(np.float32)
+    b = rng.standard_normal((160, 136)).astype(np.float32)
+    ta, tb = ember.tensor(a, device=dev), ember.tensor(b, device=dev)
+    ember.sync(dev)
+    with tracing.capture() as spans:
+        got = ((ta * 2.0).tanh() @ tb + 1.0).numpy()
+    np.testing.assert_allclose(got, np.tanh(a * 2.0).astype(np.float64) @ b + 1.0, rtol=1e-4, atol=1e-4)
+    assert [s for s in spans if s.name == "autotune" and s.fields.get("origin") == "tuned"]
+    # timed with launches that ran (a preparation's launches run nothing: microseconds)
+    timed = [c["median_s"] for _, _, d in decisions.all_decisions() for c in d["candidates"] if "median_s" in c]
+    assert timed and min(timed) > 2e-5, timed

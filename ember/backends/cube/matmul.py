@@ -317,6 +317,8 @@ def _host_view(t: CubeTensor) -> np.ndarray:
 def _launch_numpy(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
     """The vendor candidate: numpy (OpenBLAS/MKL) on the CPU runtime's host buffers. It opens
     a ``launch`` span like a kernel (field ``vendor``), so launch counts see it."""
+    if backend.client.server.preparing_here():
+        return  # launches run nothing now (``preparing``): nor does the vendor routine
     backend.client.sync()  # earlier launches may still be queued on the service thread
     av, bv, ov = _host_view(a), _host_view(b), _host_view(out)
     if tracing.active:

@@ -41,6 +41,10 @@ _PLANS_MAX = 4096
 #: fast replays kept per Fusion backend (signature + dead handles -> drain replay)
 _FAST_MAX = 4096
 _FLOAT_TYPE = float
+#: new plans prepared in a row without a compile, after which preparing pauses
+_PREPARE_IDLE = 4
+#: while paused, every this many-th new plan is prepared (a workload reaching new kernels)
+_PREPARE_RETRY = 32
 
 
 class Block:
@@ -169,6 +173,8 @@ class Stream:
         self.order: list[int] = []
         #: id(buffer) -> relative index of the first realised input on it
         self.bufs: dict[int, int] = {}
+        #: new plans prepared in a row that compiled nothing (``_maybe_prepare``)
+        self.prepare_idle = 0
 
     def drain(self) -> None:
         # always under the lock, even to find the queue empty: a drain on another thread may
@@ -280,6 +286,7 @@ class Stream:
         key = relative_key(ops, values)
         plan = owner.plans.get(key)
         recorders = owner.recorders
+        new = plan is None
         if plan is None:
             stats.searches += 1
             plan = self._search(ops)
@@ -294,6 +301,8 @@ class Stream:
                 r.plan_hits += 1
         if plan.keep is not None:
             ops = [ops[i] for i in plan.keep]
+        if new and owner.capturer is not None and not recorders:
+            self._maybe_prepare(plan, ops, consts, stats.searches)
         env = consts
         failure: BaseException | None = None
         try:
@@ -321,6 +330,30 @@ class Stream:
                 for r in recorders:
                     r.drains.append(drained)
             _deliver(handles, env, failure)
+
+    def _maybe_prepare(self, plan: Plan, ops: list[OperationIr], consts: dict[int, Any], searches: int) -> None:
+        """Prepare a new plan's kernels (``DrainCapturer.prepare``) unless the last
+        ``_PREPARE_IDLE`` preparations compiled nothing (a warm process whose plans keep being
+        new, e.g. ints in the ops' arguments: the extra pass would only cost); every
+        ``_PREPARE_RETRY``-th new plan is prepared anyway. Preparing changes no result."""
+        prepare = getattr(self.owner.capturer, "prepare", None)
+        if prepare is None or (self.prepare_idle >= _PREPARE_IDLE and searches % _PREPARE_RETRY):
+            return
+        compiled = prepare(lambda: self._prepare_run(plan, ops, consts))
+        self.prepare_idle = 0 if compiled else self.prepare_idle + 1
+
+    def _prepare_run(self, plan: Plan, ops: list[OperationIr], consts: dict[int, Any]) -> None:
+        """The plan run once for its kernels' compiles (``DrainCapturer.prepare``: launches run
+        nothing): on a copy of the inputs, with throwaway stats; failures are left to the real
+        run, which raises them where they belong."""
+        env = dict(consts)
+        stats = FusionStats()
+        ran: list[tuple[str, list[str]]] = []
+        failure: list[Exception] = []
+        missing: set[int] = set()
+        inner = self.owner.inner
+        for block in plan.blocks:
+            self._run_block(block, ops[block.start:block.stop], inner, env, stats, ran, failure, missing)
 
     def _search(self, ops: list[OperationIr]) -> Plan:
         """The plan of a new sequence: its dead ops (no live result, nothing later reads
