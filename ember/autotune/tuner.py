@@ -807,6 +807,10 @@ def _prepare(
     own = [t for g, t in runnable if g == first and not t.vendor and t is not skip]  # vendors compile nothing
     own.sort(key=lambda t: t.prepare_order)
     t0 = time.perf_counter()
+    if wait:
+        # the caller waits for these compiles: at its own priority where the runtime has the
+        # choice (the CPU's background pool is niced, and a loaded machine starves it)
+        preparing = getattr(getattr(client, "server", None), "preparing_now", None) or preparing
     with preparing():
         _preparing.on = True
         try:

@@ -56,14 +56,14 @@ class CubeDrainCapturer:
 
     def prepare(self, run: Callable[[], None]) -> bool:
         """Run a new plan once (``run``) with launches that run nothing, so the compiles of all
-        the kernels it needs start together on the runtime's pool (``preparing_drain``: the CPU
+        the kernels it needs start together on the runtime's pool (``preparing_now``: the CPU
         runtime's) instead of one after another as the drain reaches them; the drain then runs
         for real and waits for each kernel as it launches it. A tuned op whose key has no
         decision yet stops its own part of the preparation (``autotune.no_tuning``), and nothing
         is prepared while a launch capture is open (it would record the runs of nothing).
         Returns whether compiles were started (a kernel not yet compiled nor stored)."""
         server = getattr(self.client, "server", None)
-        prep = getattr(server, "preparing_drain", None)
+        prep = getattr(server, "preparing_now", None)
         if prep is None or launch_capture.active:
             return False
         from ... import autotune

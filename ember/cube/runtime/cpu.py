@@ -136,7 +136,7 @@ class CpuServer(Preparing):
         self._render_lock = threading.Lock()
         self._pool: tuple[Any, int] | None = None  # (ThreadPoolExecutor, pid that made it)
         self._urgent_pool: tuple[Any, int] | None = None  # the same, at the caller's priority
-        #: ``preparing_drain`` is open: prepared compiles go to the urgent pool
+        #: ``preparing_now`` is open: prepared compiles go to the pool at the caller's priority
         self._urgent = False
         self._pid = os.getpid()
         #: ident of the thread inside ``preparing()`` (its launches run nothing), else None
@@ -197,11 +197,12 @@ class CpuServer(Preparing):
         return bool(self._jobs)
 
     @contextmanager
-    def preparing_drain(self) -> Iterator[None]:
-        """``preparing()`` for the kernels of a drain about to run (``Fusion``'s first run of a
-        new plan, through its drain capturer): the drain needs them right after, so their
-        compiles run at the caller's priority (the tuner's candidates compile niced: the
-        kernels of the moment come first)."""
+    def preparing_now(self) -> Iterator[None]:
+        """``preparing()`` for kernels the caller waits for next (a new drain's, through the
+        drain capturer; the candidates of a key the tuner is about to time): their compiles
+        run at the caller's priority. Those of ``preparing()`` alone run niced: background
+        work (a deferred key's candidates) behind the kernels of the moment, which a loaded
+        machine would otherwise starve the caller of."""
         with self.preparing():
             self._urgent = True
             try:
