@@ -21,6 +21,7 @@ from .tuner import (
     device_lock,
     execute,
     forget,
+    no_tuning,
 )
 
 __all__ = [
@@ -37,5 +38,6 @@ __all__ = [
     "execute",
     "forget",
     "level",
+    "no_tuning",
     "throughput_id",
 ]

@@ -10,6 +10,12 @@ and calls ``execute(client, tset, *args)`` where it would launch a kernel. The f
 a key measures candidates (or loads the decision another process stored); later calls cost a
 key computation and one dict lookup before the winner runs.
 
+A key too small to be worth timing is not tuned: a set's ``trivial(key, *args)`` names the
+candidate such a key takes at once (the matmul's: the vendor routine when the product's work is
+below the launch-cost scale). The rule is a function of the key alone, so the choice never
+depends on the machine's load, costs no compile, and is the same in every process; it is kept
+in memory like a decision but not stored (nothing was measured).
+
 How a key is tuned (``_tune``):
 
 * Groups run in order; a later group runs only if no candidate of the earlier ones produced a
@@ -32,8 +38,12 @@ How a key is tuned (``_tune``):
 * Adaptive sampling: round-robin over the survivors up to the level's sample count; after each
   round a candidate whose fastest sample is slower than ``eliminate`` x the best median drops
   out; a candidate whose first two samples are both 4x the best so far never enters the rounds.
-* The winner is the fastest median; a vendor candidate within 3% of it wins the tie (the same
-  speed, and nothing to generate, compile or load when a later process starts).
+* The winner is the fastest median; a vendor candidate within 10% of it wins (the margin an own
+  kernel must have: the same speed within the noise, and nothing to generate, compile or load
+  when a later process starts).
+* Trust: the record keeps the load average and the spread of the deciding samples; one tuned
+  on a loaded machine or with noisy samples is *provisional* and tunes again in the next process
+  that starts on a quiet machine (``decisions.py``), never within a process.
 * The device is used exclusively: one lock per device id is held while a key tunes (probes
   included), and while any key tunes, tuned ops of other threads wait for that lock before they
   launch, so nothing that goes through the tuner runs beside a timed candidate. (Kernels that
@@ -67,7 +77,8 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from .. import tracing
@@ -80,6 +91,7 @@ __all__ = [
     "execute",
     "choose",
     "forget",
+    "no_tuning",
     "AutotuneError",
     "AutotuneCheckWarning",
 ]
@@ -89,8 +101,10 @@ _TARGET_SAMPLE_S = 5e-4
 _MAX_REPS = 64
 #: a candidate whose first two samples are this many times the best so far drops out at once
 _HOPELESS = 4.0
-#: a vendor candidate within this factor of the fastest own one wins the tie
-_VENDOR_TIE = 1.03
+#: an own candidate must beat the vendor candidate by this factor to win: a smaller lead is
+#: within the repeat-to-repeat noise of a shared machine, and the vendor routine costs later
+#: processes no kernel load (and never a wrong choice crowned by one lucky sample)
+_VENDOR_TIE = 1.10
 #: a candidate this much faster than the roofline bound proves the probes wrong (measured on a
 #: busy device): the bound stops ending searches and the probes re-run at the next tuning
 _IMPLAUSIBLE = 1.25
@@ -160,7 +174,8 @@ class TunableSet:
     ``prepare``: whether the candidates may be called once with launches that run nothing so
     their compiles start together (see the module docstring). ``quick``: the candidate's name
     (or ``fn(key) -> name``) that runs while a deferred key's candidates compile (None: a valid
-    vendor candidate, else the highest priority one)."""
+    vendor candidate, else the highest priority one). ``trivial(key, *args) -> name | None``: the
+    candidate a problem too small to be worth timing takes at once (see the module docstring)."""
 
     __slots__ = (
         "name",
@@ -174,6 +189,7 @@ class TunableSet:
         "version",
         "prepare",
         "quick",
+        "trivial",
         "_checksum",
         "_by_name",
     )
@@ -191,6 +207,7 @@ class TunableSet:
         version: str = "1",
         prepare: bool = True,
         quick: str | Callable[[tuple[Any, ...]], str] | None = None,
+        trivial: Callable[..., str | None] | None = None,
     ) -> None:
         self.name = name
         self.candidates = list(candidates)
@@ -203,6 +220,7 @@ class TunableSet:
         self.version = version
         self.prepare = prepare
         self.quick = quick
+        self.trivial = trivial
         self._checksum: str | None = None
         self._by_name: dict[str, Tunable] | None = None
 
@@ -306,6 +324,10 @@ def execute(client: Any, tset: TunableSet, *args: Any) -> Any:
             with device_lock(client):
                 return _run_cached(tset, key, w, args)
         return _run_cached(tset, key, w, args)
+    if tset.trivial is not None:
+        w = _trivial(tset, key, mk, args)
+        if w is not None:
+            return _run_cached(tset, key, w, args, "trivial")
     q = _deferred.get(mk)
     if q is not None:
         if getattr(_preparing, "on", False) or not _may_tune_now(client):
@@ -320,6 +342,38 @@ def execute(client: Any, tset: TunableSet, *args: Any) -> Any:
         if origin == "deferred":
             return result
         return w.fn(*args)
+
+
+def _trivial(tset: TunableSet, key: tuple[Any, ...], mk: tuple[Any, ...], args: tuple[Any, ...]) -> Tunable | None:
+    """The set's trivial choice for a new key (None: the key is decided as usual), remembered
+    for the process like a decision (not stored: the rule, not a measurement, decides it, so a
+    changed rule takes effect at once). ``checks`` mode times every candidate instead."""
+    from ..environment import config
+
+    if config.get("autotune.checks"):
+        return None
+    name = tset.trivial(key, *args)
+    if name is None:
+        return None
+    w = tset.by_name(name)
+    if w is None or (w.valid is not None and not w.valid(*args)):
+        return None
+    _decisions[mk] = w
+    return w
+
+
+@contextmanager
+def no_tuning() -> Iterator[None]:
+    """While open on this thread, a tuned op whose key has no decision raises instead of tuning
+    (the way the tuner's own preparation stops); known and trivial keys run their winner. For
+    callers whose launches run nothing (``Fusion``'s drain preparation), where a timing would be
+    meaningless."""
+    was = getattr(_preparing, "on", False)
+    _preparing.on = True
+    try:
+        yield
+    finally:
+        _preparing.on = was
 
 
 def _may_tune_now(client: Any) -> bool:
@@ -338,7 +392,7 @@ def _run_cached(
     tset: TunableSet, key: tuple[Any, ...], w: Tunable, args: tuple[Any, ...], origin: str = "memory"
 ) -> Any:
     if tracing.active:
-        with tracing.span("autotune", op=tset.name, key=tset.key_text(key), cached=True, origin=origin):
+        with tracing.span("autotune", op=tset.name, key=tset.key_text(key), cached=True, origin=origin, winner=w.name):
             return w.fn(*args)
     return _call(w, args)
 
@@ -361,6 +415,8 @@ def choose(client: Any, tset: TunableSet, *args: Any) -> Tunable:
     key = tset.key(lvl, *args)
     mk = (_device_id(client), tset.name, tset.checksum, lvl.name, key)
     w = _decisions.get(mk)
+    if w is None and tset.trivial is not None:
+        w = _trivial(tset, key, mk, args)
     if w is None:
         if getattr(_preparing, "on", False):
             raise _NotPrepared(tset.name)
@@ -497,9 +553,11 @@ def _tune(
     client: Any, tset: TunableSet, lvl: keys.Level, key: tuple[Any, ...], args: tuple[Any, ...], checks: bool
 ) -> dict[str, Any]:
     from ..environment import log
+    from .decisions import load_average
     from .progress import Progress
 
     t_start = time.perf_counter()
+    load_start = load_average()
     key_text = tset.key_text(key)
     logging_on = log.enabled("autotune")
     lg = log.logger("autotune") if logging_on else None
@@ -648,6 +706,7 @@ def _tune(
     own = [r for r in results if r.samples and not r.error and not r.t.vendor]
     own_best = min(own, key=lambda r: r.median) if own else None
     tuned_s = time.perf_counter() - t_start
+    trust = _trust(results, winner, load_start)
     record = {
         "op": tset.name,
         "key": key_text,
@@ -661,6 +720,7 @@ def _tune(
         "bound_suspect": bound_suspect,
         "ended_by": ended_by,
         "tuned_s": tuned_s,
+        **trust,
         "time": time.time(),
         "candidates": [r.as_json(group_of[r.t.name], priorities.get(r.t.name)) for r in results],
     }
@@ -692,6 +752,27 @@ def _tune(
             tuned_s * 1e3,
         )
     return record
+
+
+def _trust(results: list[_Result], winner: _Result, load_start: float | None) -> dict[str, Any]:
+    """How far a decision can be trusted (``decisions``: provisional decisions): the load
+    average while it tuned (the larger of its start and end), the usable cores, and the
+    spread (slowest over fastest sample) of the deciding candidates: the winner and the best
+    timed vendor candidate."""
+    from .decisions import NOISY_SPREAD, load_average, usable_cores
+
+    loads = [x for x in (load_start, load_average()) if x is not None]
+    load = round(max(loads), 2) if loads else None
+    cores = usable_cores()
+    deciding = [winner]
+    vendors = [r for r in results if r.t.vendor and r.samples and not r.error]
+    if vendors:
+        deciding.append(min(vendors, key=lambda r: r.median))
+    spreads = [max(r.samples) / min(r.samples) for r in deciding if len(r.samples) >= 2 and min(r.samples) > 0]
+    spread = round(max(spreads), 3) if spreads else None
+    busy = load is not None and load > cores
+    noisy = spread is not None and spread > NOISY_SPREAD
+    return {"load": load, "cores": cores, "spread": spread, "provisional": busy or noisy}
 
 
 class _CheckFailed(Exception):
@@ -726,6 +807,10 @@ def _prepare(
     own = [t for g, t in runnable if g == first and not t.vendor and t is not skip]  # vendors compile nothing
     own.sort(key=lambda t: t.prepare_order)
     t0 = time.perf_counter()
+    if wait:
+        # the caller waits for these compiles: at its own priority where the runtime has the
+        # choice (the CPU's background pool is niced, and a loaded machine starves it)
+        preparing = getattr(getattr(client, "server", None), "preparing_now", None) or preparing
     with preparing():
         _preparing.on = True
         try:

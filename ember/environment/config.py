@@ -115,6 +115,11 @@ _SPECS: dict[str, _Spec] = {
         "tunes (a faster first epoch; results then depend on when a key tuned, so runs are not bit-reproducible "
         "across processes)"
     ),
+    "autotune.retune_provisional": _Spec(
+        True, "bool", "a stored decision measured on a loaded machine (or with noisy samples) is tuned again "
+        "by the next process that starts on a quiet machine (that process's results may then differ from the "
+        "one that stored it)"
+    ),
     "fusion.enabled": _Spec(True, "bool", "put the fusion decorator on JIT devices"),
     "fusion.queue_limit": _Spec(256, "int", "operations queued before a stream drains", minimum=1),
     "wgpu.default_device": _Spec(None, "str", "adapter used by Device.wgpu() default", optional=True),

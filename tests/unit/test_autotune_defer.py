@@ -31,7 +31,8 @@ N = 64
 
 @pytest.fixture(autouse=True)
 def private_store(tmp_path):
-    with config.override({"cache.root": str(tmp_path / "cache"), "autotune.defer": True}):
+    with config.override({"cache.root": str(tmp_path / "cache"), "autotune.defer": True,
+                          "autotune.retune_provisional": False}):
         store.close_store()
         autotune.forget()
         yield tmp_path / "cache"

@@ -280,7 +280,9 @@ def test_the_queue_limit_drains(dev: Device, fb: Fusion) -> None:
     before = _drains(fb)
     for _ in range(limit + 3):
         x = x + 1.0
-    assert _drains(fb) - before == 1  # one drain, at the limit, with no read
+    # drains with no read: at the limit at the latest, from half of it at a step-stable cut
+    # point (stream.cut_here: here every op is one, the same op over and over)
+    assert 1 <= _drains(fb) - before <= 2
     assert 0 < len(fb.stream().ops) < limit
     assert x.tolist() == [float(limit + 3)] * 8
 

@@ -54,6 +54,29 @@ class CubeDrainCapturer:
         """The info words (and call steps' constants) of ``second`` that hold changed floats."""
         return _float_slots(first, second, first_values, values, changed)
 
+    def prepare(self, run: Callable[[], None]) -> bool:
+        """Run a new plan once (``run``) with launches that run nothing, so the compiles of all
+        the kernels it needs start together on the runtime's pool (``preparing_now``: the CPU
+        runtime's) instead of one after another as the drain reaches them; the drain then runs
+        for real and waits for each kernel as it launches it. A tuned op whose key has no
+        decision yet stops its own part of the preparation (``autotune.no_tuning``), and nothing
+        is prepared while a launch capture is open (it would record the runs of nothing).
+        Returns whether compiles were started (a kernel not yet compiled nor stored)."""
+        server = getattr(self.client, "server", None)
+        prep = getattr(server, "preparing_now", None)
+        if prep is None or launch_capture.active:
+            return False
+        from ... import autotune
+
+        try:
+            # the device lock: a key tuning on another thread prepares its candidates (one
+            # preparer at a time) and times them (nothing may launch beside them)
+            with autotune.device_lock(self.client), prep(), autotune.no_tuning():
+                run()
+        except RuntimeError:  # another thread is preparing kernels on this device: compile as they come
+            return False
+        return bool(server.compiling())
+
 
 # --------------------------------------------------------------------------- float slots
 # Two captures of one plan and layout whose values differ show which info words those floats

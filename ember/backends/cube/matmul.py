@@ -77,6 +77,8 @@ __all__ = [
     "GpuTiles",
     "GPU_TILES",
     "launch_gpu",
+    "matmul_trivial",
+    "TRIVIAL_WORK",
 ]
 
 _DIM = CubeDim(256)
@@ -315,6 +317,8 @@ def _host_view(t: CubeTensor) -> np.ndarray:
 def _launch_numpy(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> None:
     """The vendor candidate: numpy (OpenBLAS/MKL) on the CPU runtime's host buffers. It opens
     a ``launch`` span like a kernel (field ``vendor``), so launch counts see it."""
+    if backend.client.server.preparing_here():
+        return  # launches run nothing now (``preparing``): nor does the vendor routine
     backend.client.sync()  # earlier launches may still be queued on the service thread
     av, bv, ov = _host_view(a), _host_view(b), _host_view(out)
     if tracing.active:
@@ -445,6 +449,23 @@ def _work(key: tuple[Any, ...]) -> int:
     return key[1] * key[2] * key[3] * key[4]
 
 
+#: products up to this many multiply-adds (anchored) take the vendor candidate without timing
+#: (``matmul_trivial``): 2^18 is 0.5 MFLOP, a few microseconds at the dev box's peak (2 cores,
+#: AVX-512), the scale of one launch and of the timing noise; the digits MLP's 32 x 64 x 128
+#: products and their gradients are such products
+TRIVIAL_WORK = 1 << 18
+
+
+def matmul_trivial(key: tuple[Any, ...], backend: Any, a: CubeTensor, b: CubeTensor, out: Any = None) -> str | None:
+    """``"numpy"`` for a product of at most ``TRIVIAL_WORK`` multiply-adds where the vendor
+    candidate runs (CPU runtime, f32/f64): its time is the launch cost whichever kernel runs, so
+    timing candidates would only measure noise and compile kernels nobody needs; None
+    otherwise (the key tunes)."""
+    if _work(key) > TRIVIAL_WORK or not _vendor_valid(backend, a, b, out):
+        return None
+    return "numpy"
+
+
 def _prio_naive(key: tuple[Any, ...]) -> int:
     w = _work(key)
     return 2 if w <= NAIVE_MAX_WORK else (0 if w <= MEDIUM_WORK else -1)
@@ -563,6 +584,7 @@ MATMUL_TUNABLES = autotune.TunableSet(
     snapshot=_snapshot,
     compare=_compare,
     poison=_poison,
+    trivial=matmul_trivial,
 )
 
 

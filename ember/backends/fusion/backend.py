@@ -26,7 +26,7 @@ from .hooks import DrainCapturer, Fuser
 from .ir import OperationIr, TensorIr
 from .shapes import RULES
 from .signature import REF_PARTS, const_part, ref_part, sig_part
-from .stream import Block, FusionStats, Plan, Stream
+from .stream import Block, FusionStats, Plan, Stream, cut_here, cut_window
 
 __all__ = ["Fusion", "FusionTensor"]
 
@@ -90,7 +90,8 @@ class Fusion(Backend):
     """The lazy decorator over ``inner``: ``fusers`` (``hooks.Fuser``) take blocks of each
     drain; ``capturer`` (``hooks.DrainCapturer``), when given, lets repeated drains replay
     (``drain_replay``); ``stage`` names the layer in spans; ``queue_limit`` drains a stream
-    that long (default: the ``fusion.queue_limit`` setting)."""
+    that long at the latest, from half of it at a step-stable point (``stream.cut_here``; default:
+    the ``fusion.queue_limit`` setting)."""
 
     eager = False
 
@@ -106,6 +107,8 @@ class Fusion(Backend):
         if queue_limit is None:
             queue_limit = int(config.get("fusion.queue_limit"))
         self.queue_limit = queue_limit
+        self.cut_from = max(1, queue_limit // 2)
+        self.cut_window = cut_window(queue_limit)
         #: drains of a plan run from a replay from the third on (``drain_replay``)
         self.replayable = capturer is not None
         #: relative op sequence -> plan (searched once per distinct sequence)
@@ -234,8 +237,9 @@ class Fusion(Backend):
             if sig is not None:
                 stream.rel[i] = len(stream.order)
                 stream.order.append(i)
-            if len(stream.ops) >= self.queue_limit:
-                stream.drain()
+            n = len(stream.ops)
+            if n >= self.cut_from and (n >= self.queue_limit or cut_here(stream.ops, self.cut_window)):
+                stream.drain()  # the limit, or a step-stable point past half of it (``stream.cut_here``)
             return out
         finally:
             stream.lock.release()

@@ -34,13 +34,17 @@ from .drain_replay import (
 from .indices import INDEX_OPS, check_inputs, checked_args
 from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
 
-__all__ = ["Stream", "Plan", "Block", "FusionStats"]
+__all__ = ["Stream", "Plan", "Block", "FusionStats", "cut_here", "cut_window"]
 
 #: plans kept per Fusion backend (ints in the key, such as a loop's ``x + i``, make new ones)
 _PLANS_MAX = 4096
 #: fast replays kept per Fusion backend (signature + dead handles -> drain replay)
 _FAST_MAX = 4096
 _FLOAT_TYPE = float
+#: new plans prepared in a row without a compile, after which preparing pauses
+_PREPARE_IDLE = 4
+#: while paused, every this many-th new plan is prepared (a workload reaching new kernels)
+_PREPARE_RETRY = 32
 
 
 class Block:
@@ -88,6 +92,54 @@ class FusionStats:
         self.last_blocks: Sequence[tuple[str, list[str]]] = []
 
 
+# ------------------------------------------------------------------ where a long queue is cut
+#
+# A queue that reaches ``queue_limit`` ops must drain, but cutting it at exactly that length
+# cuts a training loop at a different offset of its step every time (a 92-op step against a
+# 256-op limit: 23 offsets), and each new offset splits a fused block into two new kernels.
+# So from half the limit on, a queue drains at the first op that is a *content-defined
+# boundary*: an op whose code (a hash of its name and output shape, the same in every process)
+# is no larger than the codes of the ``cut_window`` ops before it. Whether an op is a boundary
+# depends only on the ops around it, so a repeating op sequence is cut at the same places
+# every repetition (some op of each window-long stretch is a boundary: the one with the
+# smallest code), and the drains of a loop repeat after the first few. The limit stays the
+# hard bound. The cut points are a function of the op sequence alone, never of timing.
+
+#: codes are 16 bits; an op with a code at or above this cannot be a boundary (a cheap first
+#: test: the smallest of ``cut_window`` 16-bit codes lies below it nearly always)
+_CUT_BELOW = 1 << 13
+_OP_CODES: dict[str, int] = {}
+
+
+def cut_window(limit: int) -> int:
+    """Ops before a boundary whose codes it must not exceed (a quarter of the queue's minimum
+    length at a cut, so each cut has several candidate boundaries after that length)."""
+    return max(2, limit // 8)
+
+
+def _op_code(op: str, shape: tuple[int, ...]) -> int:
+    c = _OP_CODES.get(op)
+    if c is None:
+        import zlib
+
+        c = _OP_CODES[op] = zlib.crc32(op.encode())
+    # a tuple of ints hashes the same in every process (str hashes are salted: not used)
+    return (((c ^ hash(shape)) * 0x9E3779B1) >> 16) & 0xFFFF
+
+
+def cut_here(records: list[tuple[str, tuple[Any, ...], TensorIr]], window: int) -> bool:
+    """Whether the queue ``records`` drains after its last op (it holds at least half the
+    limit): the last op is a content-defined boundary (see the comment above)."""
+    rec = records[-1]
+    code = _op_code(rec[0], rec[2].shape)
+    if code >= _CUT_BELOW:
+        return False
+    for op, _, t in records[-window:-1]:
+        if _op_code(op, t.shape) < code:
+            return False
+    return True
+
+
 def _map_args(a: Any, env: dict[int, Any]) -> Any:
     if type(a) is TensorIr:
         return env[a.id]
@@ -121,6 +173,8 @@ class Stream:
         self.order: list[int] = []
         #: id(buffer) -> relative index of the first realised input on it
         self.bufs: dict[int, int] = {}
+        #: new plans prepared in a row that compiled nothing (``_maybe_prepare``)
+        self.prepare_idle = 0
 
     def drain(self) -> None:
         # always under the lock, even to find the queue empty: a drain on another thread may
@@ -232,6 +286,7 @@ class Stream:
         key = relative_key(ops, values)
         plan = owner.plans.get(key)
         recorders = owner.recorders
+        new = plan is None
         if plan is None:
             stats.searches += 1
             plan = self._search(ops)
@@ -246,6 +301,8 @@ class Stream:
                 r.plan_hits += 1
         if plan.keep is not None:
             ops = [ops[i] for i in plan.keep]
+        if new and owner.capturer is not None and not recorders:
+            self._maybe_prepare(plan, ops, consts, stats.searches)
         env = consts
         failure: BaseException | None = None
         try:
@@ -273,6 +330,30 @@ class Stream:
                 for r in recorders:
                     r.drains.append(drained)
             _deliver(handles, env, failure)
+
+    def _maybe_prepare(self, plan: Plan, ops: list[OperationIr], consts: dict[int, Any], searches: int) -> None:
+        """Prepare a new plan's kernels (``DrainCapturer.prepare``) unless the last
+        ``_PREPARE_IDLE`` preparations compiled nothing (a warm process whose plans keep being
+        new, e.g. ints in the ops' arguments: the extra pass would only cost); every
+        ``_PREPARE_RETRY``-th new plan is prepared anyway. Preparing changes no result."""
+        prepare = getattr(self.owner.capturer, "prepare", None)
+        if prepare is None or (self.prepare_idle >= _PREPARE_IDLE and searches % _PREPARE_RETRY):
+            return
+        compiled = prepare(lambda: self._prepare_run(plan, ops, consts))
+        self.prepare_idle = 0 if compiled else self.prepare_idle + 1
+
+    def _prepare_run(self, plan: Plan, ops: list[OperationIr], consts: dict[int, Any]) -> None:
+        """The plan run once for its kernels' compiles (``DrainCapturer.prepare``: launches run
+        nothing): on a copy of the inputs, with throwaway stats; failures are left to the real
+        run, which raises them where they belong."""
+        env = dict(consts)
+        stats = FusionStats()
+        ran: list[tuple[str, list[str]]] = []
+        failure: list[Exception] = []
+        missing: set[int] = set()
+        inner = self.owner.inner
+        for block in plan.blocks:
+            self._run_block(block, ops[block.start:block.stop], inner, env, stats, ran, failure, missing)
 
     def _search(self, ops: list[OperationIr]) -> Plan:
         """The plan of a new sequence: its dead ops (no live result, nothing later reads

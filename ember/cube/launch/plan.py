@@ -116,9 +116,12 @@ class _Plan:
             capture.launched(self, count, info, tensors, self._runs())
         if tracing.active:
             server = self.server
-            with tracing.span("launch", kernel=self.entry, stage=server.stage, channel=server.downstream.kind) as sp:
-                if server.preparing_here():  # the tuner is preparing: this launch runs nothing
-                    sp.record(prepared=True)
+            if server.preparing_here():
+                # preparing (the tuner's candidates, a new drain's kernels): this launch runs
+                # nothing, so it opens no span (launch counts see what ran); its compile has one
+                self.launch(self.compiled, tensors, info, count)
+                return
+            with tracing.span("launch", kernel=self.entry, stage=server.stage, channel=server.downstream.kind):
                 self.launch(self.compiled, tensors, info, count)
             return
         self.launch(self.compiled, tensors, info, count)

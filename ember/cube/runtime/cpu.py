@@ -21,7 +21,8 @@ import ctypes
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,6 +135,9 @@ class CpuServer(Preparing):
         #: kernels are expanded and rendered one at a time (Python work: the GIL serialises it anyway)
         self._render_lock = threading.Lock()
         self._pool: tuple[Any, int] | None = None  # (ThreadPoolExecutor, pid that made it)
+        self._urgent_pool: tuple[Any, int] | None = None  # the same, at the caller's priority
+        #: ``preparing_now`` is open: prepared compiles go to the pool at the caller's priority
+        self._urgent = False
         self._pid = os.getpid()
         #: ident of the thread inside ``preparing()`` (its launches run nothing), else None
         self._preparer: int | None = None
@@ -192,21 +196,42 @@ class CpuServer(Preparing):
         """Whether any compile is in flight (a read of the table's size: no lock, no wait)."""
         return bool(self._jobs)
 
-    def _compile_pool(self) -> Any:
-        """The compile threads (made again after ``fork``: a child inherits the pool, not its threads)."""
-        pool = self._pool
+    @contextmanager
+    def preparing_now(self) -> Iterator[None]:
+        """``preparing()`` for kernels the caller waits for next (a new drain's, through the
+        drain capturer; the candidates of a key the tuner is about to time): their compiles
+        run at the caller's priority. Those of ``preparing()`` alone run niced: background
+        work (a deferred key's candidates) behind the kernels of the moment, which a loaded
+        machine would otherwise starve the caller of."""
+        with self.preparing():
+            self._urgent = True
+            try:
+                yield
+            finally:
+                self._urgent = False
+
+    def _compile_pool(self, urgent: bool = False) -> Any:
+        """The compile threads, one per core; ``urgent``: the pool at the caller's priority, else
+        the niced one (each made again after ``fork``: a child inherits a pool, not its threads)."""
+        pool = self._urgent_pool if urgent else self._pool
         if pool is None or pool[1] != os.getpid():
             with self._lock:
-                pool = self._pool
+                pool = self._urgent_pool if urgent else self._pool
                 if pool is None or pool[1] != os.getpid():
                     from concurrent.futures import ThreadPoolExecutor
 
-                    pool = self._pool = (
+                    pool = (
                         ThreadPoolExecutor(
-                            _compile_workers(), thread_name_prefix=f"{self.stage}-cc", initializer=_background
+                            _compile_workers(),
+                            thread_name_prefix=f"{self.stage}-cc" + ("u" if urgent else ""),
+                            initializer=None if urgent else _background,
                         ),
                         os.getpid(),
                     )
+                    if urgent:
+                        self._urgent_pool = pool
+                    else:
+                        self._pool = pool
         return pool[0]
 
     def _prepare(self, kid: KernelId, make_ir: Callable[[], KernelIr]) -> CompiledKernel:
@@ -216,7 +241,7 @@ class CpuServer(Preparing):
         if job.result is not None:  # loaded from the store (or compiled by another thread meanwhile)
             return job.result
         if owner:
-            self._compile_pool().submit(self._finish, job)
+            self._compile_pool(self._urgent).submit(self._finish, job)
         return CompiledKernel(kid, job.src.entry, _nothing, job.src, pending=True)
 
     # ---------------------------------------------------------------- building

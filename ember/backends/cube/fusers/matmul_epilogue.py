@@ -23,7 +23,7 @@ from typing import Any
 
 from .... import autotune
 from ...fusion.ir import OperationIr
-from ..matmul import _KEY_FIELDS, matmul_bound, matmul_key
+from ..matmul import _KEY_FIELDS, matmul_bound, matmul_key, matmul_trivial
 from .elementwise import MAX_INPUTS, MAX_OPS, Builder, array_budget, fusable, observed
 
 __all__ = ["MatmulEpilogueFuser"]
@@ -200,4 +200,6 @@ EPILOGUE_TUNABLES = autotune.TunableSet(
     key_fields=(*_KEY_FIELDS, "epilogue"),
     bound=lambda key, tp, backend, a, b, job: matmul_bound(key, tp, backend, a, b, None),
     quick="separate",  # while a new key's candidates compile: the product's quick choice + one small kernel
+    # a product too small to time (``matmul_trivial``): the vendor product + the epilogue kernel
+    trivial=lambda key, backend, a, b, job: "separate" if matmul_trivial(key, backend, a, b) else None,
 )
