@@ -247,8 +247,12 @@ def test_cut_codes_are_the_same_in_every_process():
 # ------------------------------------------------------------------------------ drain preparation
 
 
-def test_a_new_plan_compiles_its_kernels_together_before_it_runs(private_store):
-    # programs no other test builds (a random chain of unary ops), so their kernels are new here
+def test_a_new_plan_compiles_its_kernels_together_before_it_runs(private_store, monkeypatch):
+    # programs no other test builds (a random chain of unary ops), so their kernels are new here;
+    # earlier tests on this thread's stream may have paused preparing (plans that compiled nothing)
+    from ember.backends.fusion import stream as fusion_stream
+
+    monkeypatch.setattr(fusion_stream, "_PREPARE_IDLE", 1 << 30)
     rng = np.random.default_rng()
     names = ["sin", "cos", "tanh", "exp", "abs", "neg", "sigmoid"]
     chains = [list(rng.choice(names, 7)) for _ in range(3)]

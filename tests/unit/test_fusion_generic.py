@@ -65,6 +65,6 @@ def test_dispatch_composes_a_fused_cube_device() -> None:
 
     f = Device.cpu().backend().inner
     assert isinstance(f, Fusion)
-    assert [x.name for x in f.fusers] == ["elementwise", "matmul_epilogue", "reduce_prologue", "horizontal"]
+    assert [x.name for x in f.fusers] == ["elementwise", "matmul_epilogue", "reduce_prologue", "horizontal", "flat_cat"]
     assert f.replayable == (type(f.capturer) is CubeDrainCapturer)
     assert not isinstance(Device.cpu(fusion=False).backend().inner, Fusion)
