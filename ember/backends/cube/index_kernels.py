@@ -19,6 +19,9 @@ small comptime switches (``dim``, ``k``, ``add``, ``upper``), so one kernel serv
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from ...cube import (
     ABSOLUTE_POS,
     CUBE_DIM,
@@ -36,6 +39,7 @@ from ...cube import (
     select,
     u32,
 )
+from ...cube.types import u32 as dt_u32
 
 
 @kernel
@@ -73,6 +77,22 @@ def copy_view(src: Tensor[T], dst: Tensor[T], flips: u32, rows: u32, chunks: u32
             if cl < nl:
                 sc = nl - 1 - cl if flip_last else cl
                 dst[do + cl * dl] = src[so + sc * sl]
+
+
+def piece_table(pieces: list[tuple[Any, int]], chunk: int, units: int) -> tuple[tuple[tuple[int, Any], ...], int]:
+    """The ``meta`` argument of ``cat_pieces`` and of the flat_cat fuser's ``flat_pieces`` for
+    ``pieces`` ((view, at) pairs; ``chunk`` elements per unit, ``units`` per cube): four u32 per
+    piece, (first cube, at, rows, chunks), then the end cube; and the number of cubes in all."""
+    meta: list[tuple[int, Any]] = []
+    cubes = 0
+    for t, a in pieces:
+        nl = t.shape[-1]
+        rows = math.prod(t.shape) // nl
+        chunks = -(-nl // chunk)
+        meta += [(cubes, dt_u32), (a, dt_u32), (rows, dt_u32), (chunks, dt_u32)]
+        cubes += -(-(rows * chunks) // units)
+    meta.append((cubes, dt_u32))
+    return tuple(meta), cubes
 
 
 @kernel

@@ -21,7 +21,6 @@ from typing import Any
 from ... import dtype as dt
 from ...cube.launch import CubeCount, CubeDim
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
-from ...cube.types import u32 as dt_u32
 from . import index_kernels as ik
 from . import random_kernels as rk
 
@@ -178,17 +177,8 @@ class IndexOps:
         return out
 
     def _cat_launch(self, pieces: list[tuple[CubeTensor, int]], out: CubeTensor, dim: int) -> None:
-        meta: list[tuple[int, Any]] = []
-        cubes = 0
-        for t, a in pieces:
-            nl = t.shape[-1]
-            rows = math.prod(t.shape) // nl
-            chunks = -(-nl // _CHUNK)
-            meta += [(cubes, dt_u32), (a, dt_u32), (rows, dt_u32), (chunks, dt_u32)]
-            cubes += -(-(rows * chunks) // _DIM.x)
-        meta.append((cubes, dt_u32))
-        ik.cat_pieces.launch(self.client, CubeCount(cubes), _DIM, tuple(t for t, _ in pieces), out, tuple(meta), dim,
-                             _CHUNK)
+        meta, cubes = ik.piece_table(pieces, _CHUNK, _DIM.x)
+        ik.cat_pieces.launch(self.client, CubeCount(cubes), _DIM, tuple(t for t, _ in pieces), out, meta, dim, _CHUNK)
 
     def pad(self, p: CubeTensor, pads: tuple[tuple[int, int], ...], value: Any) -> CubeTensor:
         shape = tuple(n + a + b for n, (a, b) in zip(p.shape, pads))

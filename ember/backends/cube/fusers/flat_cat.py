@@ -21,8 +21,8 @@ from typing import Any
 
 from ....cube import CUBE_DIM, CUBE_POS, UNIT_POS, Comptime, Scalar, Sequence, T, Tensor, kernel, u32
 from ....cube.launch import CubeCount, CubeDim
-from ....cube.types import u32 as dt_u32
 from ...fusion.ir import OperationIr
+from ..index_kernels import piece_table
 from .elementwise import observed
 
 __all__ = ["FlatCatFuser", "flat_pieces"]
@@ -115,14 +115,5 @@ class FlatCatFuser:
 
 
 def _launch(backend: Any, pieces: list[tuple[Any, int]], out: Any) -> None:
-    meta: list[tuple[int, Any]] = []
-    cubes = 0
-    for t, a in pieces:
-        nl = t.shape[-1]
-        rows = math.prod(t.shape) // nl
-        chunks = -(-nl // _CHUNK)
-        meta += [(cubes, dt_u32), (a, dt_u32), (rows, dt_u32), (chunks, dt_u32)]
-        cubes += -(-(rows * chunks) // _DIM.x)
-    meta.append((cubes, dt_u32))
-    flat_pieces.launch(backend.client, CubeCount(cubes), _DIM, tuple(t for t, _ in pieces), out, tuple(meta),
-                       _CHUNK)
+    meta, cubes = piece_table(pieces, _CHUNK, _DIM.x)
+    flat_pieces.launch(backend.client, CubeCount(cubes), _DIM, tuple(t for t, _ in pieces), out, meta, _CHUNK)
