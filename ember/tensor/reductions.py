@@ -17,7 +17,7 @@ import numpy as np
 from .. import _shape as S
 from .. import dtype as dt
 from ..errors import DTypeError, ShapeError
-from .core import Tensor, _autocast, _make, _new
+from .core import InferenceTensor, Tensor, _autocast, _gate, _make, _mode, _new
 
 #: the result of ``max(dim)`` / ``min(dim)``, as torch's ``torch.return_types.max``
 MinMax = namedtuple("MinMax", ["values", "indices"])
@@ -41,6 +41,8 @@ class ReductionMethods:
         t._p = getattr(bk, op)(p, dims, keepdim)
         t._bk = bk
         t._dt = d
+        if _gate.inference and _mode.inference:
+            t.__class__ = InferenceTensor
         return t
 
     def sum(self, dim: Any = None, keepdim: bool = False, dtype: Any = None) -> Tensor:

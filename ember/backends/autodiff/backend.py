@@ -47,7 +47,7 @@ from ..base import (
 )
 from .checkpoint import Recipe
 from .mode import mode
-from .node import ADTensor, Node, holder_value, leaf, retained_bytes, run_backward
+from .node import ADTensor, Node, holder_value, leaf, retained_bytes, run_backward, run_graph
 from .rules import RULES, Rule
 
 __all__ = ["Autodiff"]
@@ -68,7 +68,15 @@ _FIRST_ONLY: dict[str, int] = {
 
 def _keep(t: ADTensor) -> Any:
     """What the graph keeps to read tracked ``t``'s value in backward: its recipe when ``t``
-    is a recomputable result (balanced checkpointing), else the value itself."""
+    is a recomputable result (balanced checkpointing), else ``t`` itself (its value with its
+    node: a plain backward reads the value, a ``create_graph`` one differentiates through it)."""
+    r = t.node.recipe
+    return t if r is None else r
+
+
+def _keep_value(t: ADTensor) -> Any:
+    """What a :class:`Recipe` keeps of tracked ``t``: its recipe, else its value (a recipe runs
+    the inner op)."""
     r = t.node.recipe
     return t.inner if r is None else r
 
@@ -129,12 +137,15 @@ class Autodiff(Backend):
                 methods[op] = self._mixed_op(self._fns[op], RULES[op])
         # the non-differentiable primitives (argsort, cumargmax) and the attention family's
         # backward (one op for the inner backend's kernels) forward untracked
-        untracked = set(primitives("sort", "scan")) | set(op_names("attention", where=lambda o: o.grad is None))
+        untracked = set(primitives("sort", "scan"))
+        backward_only = set(op_names("attention", where=lambda o: o.grad is None))
         for op, entry in REGISTRY.items():
             if op in methods or op in Autodiff.__dict__:
                 continue
             if op in untracked:
                 methods[op] = self._untracked_op(self._fns[op])
+            elif op in backward_only:
+                methods[op] = self._backward_only_op(self._fns[op], op)
             elif entry.compose is not None:  # a composite without a rule of its own (mean, gelu, ...)
                 methods[op] = self._composite_op(self._fns[op], getattr(Backend, op))
         for op, method in methods.items():
@@ -256,6 +267,19 @@ class Autodiff(Backend):
 
         return op
 
+    def _backward_only_op(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        """An op that only backward rules call (the attention family's backward): untracked, and
+        refused where it would be recorded (a ``create_graph`` pass), as its own gradient is
+        not defined: double backward through it would silently miss terms."""
+
+        def op(*call: Any) -> Any:
+            if mode.enabled and any(_tracked(a) for a in call):
+                raise AutodiffError(f"double backward (create_graph=True) through {name} is not "
+                                    "supported: it has no gradient rule of its own")
+            return fn(*map(_unwrap, call))
+
+        return op
+
     # ------------------------------------------------------------------ recording
     def _first_recorder(self, rule: Rule, fn: Callable[..., Any]) -> Callable[..., ADTensor]:
         """``_record`` for the ops whose only tensor argument is the first (``call[0]``, tracked):
@@ -269,7 +293,7 @@ class Autodiff(Backend):
             p = call[0]
             node = Node((p.node,), (p.shape,), rule)
             if recipe:
-                node.recipe = Recipe(fn, (_keep(p), *call[1:]))
+                node.recipe = Recipe(fn, (_keep_value(p), *call[1:]))
             o = (out if node.recipe is None else node.recipe) if saves_out else None
             node.saved = (o, _keep(p) if keep_p else p.shape, *call[1:])
             return ADTensor(out, node)
@@ -296,7 +320,7 @@ class Autodiff(Backend):
                 saves = saves | reads1
             node = Node((a.node if ta else None, b.node if tb else None), (a.shape, b.shape), rule)
             if recipe:
-                node.recipe = Recipe(fn, (_keep(a) if ta else a, _keep(b) if tb else b))
+                node.recipe = Recipe(fn, (_keep_value(a) if ta else a, _keep_value(b) if tb else b))
             o = (out if node.recipe is None else node.recipe) if saves_out else None
             node.saved = (o, ((_keep(a) if ta else a) if 0 in saves else a.shape),
                           ((_keep(b) if tb else b) if 1 in saves else b.shape))
@@ -339,7 +363,7 @@ class Autodiff(Backend):
                 saved.append(a)
         node = Node(tuple(parents), tuple(shapes), rule)
         if self._balanced and rule.recompute:
-            node.recipe = Recipe(fn, tuple(_keep(a) if a.__class__ is ADTensor else a for a in call))
+            node.recipe = Recipe(fn, tuple(_keep_value(a) if a.__class__ is ADTensor else a for a in call))
         if rule.saves_out:
             saved[0] = out if node.recipe is None else node.recipe
         node.saved = (*saved, *extra)
@@ -459,3 +483,27 @@ class Autodiff(Backend):
 
     def retained_bytes(self, p: Any) -> int:
         return retained_bytes(self.inner, p.node if p.__class__ is ADTensor else None)
+
+    def run_autograd(self, outputs: list[Any], grads: list[Any], inputs: list[Any] | None,
+                     retain_graph: bool, create_graph: bool, accumulate: bool) -> list[Any] | None:
+        if create_graph and self._balanced:
+            raise AutodiffError("create_graph=True needs every saved value as recorded; it is not "
+                                "supported under checkpointing='balanced' (recomputed values are untracked)")
+        roots: list[Node] = []
+        seeds: list[Any] = []
+        for p, g in zip(outputs, grads):
+            if g is None:
+                g = self.inner.full(p.shape, 1.0, self.inner.dtype(p.inner))
+            elif not create_graph and g.__class__ is ADTensor:
+                g = g.inner
+            roots.append(p.node)
+            seeds.append(g)
+        targets = None if inputs is None else [p.node for p in inputs]
+        B = self if create_graph else self.inner
+        got = run_graph(B, roots, seeds, retain_graph, self._balanced, targets, accumulate, create_graph)
+        if targets is None or accumulate:
+            return None
+        return [got.get(n) for n in targets]
+
+    def graph_node(self, p: Any) -> Node | None:
+        return p.node if p.__class__ is ADTensor else None

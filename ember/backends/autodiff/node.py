@@ -10,6 +10,7 @@ the values that rule needs. Leaves are nodes without a rule; they accumulate ``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ...errors import AutodiffError
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from ...ops.grad import Rule
     from ..base import Backend
 
-__all__ = ["ADTensor", "Node", "holder_value", "run_backward", "retained_bytes", "sum_to"]
+__all__ = ["ADTensor", "Node", "NodeHooks", "STASH", "holder_value", "run_backward", "run_graph",
+           "retained_bytes", "sum_to"]
 
 
 class ADTensor:
@@ -60,9 +62,10 @@ class Node:
       ``holder._p`` (unwrapped: ``holder_value``) and backward adds into it by rebinding
       ``holder._p``, so in-place ops on ``.grad`` (``zero_``, ``+=``) change the stored
       gradient and the object keeps its identity (PyTorch's AccumulateGrad adds in place into the existing ``.grad``).
+    * ``hooks`` is None until a hook, ``retain_grad`` or ``grad_fn`` asks for a :class:`NodeHooks`.
     """
 
-    __slots__ = ("parents", "shapes", "rule", "saved", "recipe", "grad", "holder")
+    __slots__ = ("parents", "shapes", "rule", "saved", "recipe", "grad", "holder", "hooks")
 
     def __init__(self, parents: tuple[Node | None, ...], shapes: tuple[tuple[int, ...], ...],
                  rule: Rule | None) -> None:
@@ -73,6 +76,51 @@ class Node:
         self.recipe: Recipe | None = None
         self.grad: Any = None
         self.holder: Any = None
+        self.hooks: NodeHooks | None = None
+
+
+class NodeHooks:
+    """What the API attached to one node (allocated on first use, so recording never pays).
+
+    * ``pre``: hooks on the gradient of the node's output (``Tensor.register_hook``), by handle
+      id in registration order; each takes the gradient (an Autodiff primitive) and returns
+      None or its replacement. They run once the gradient is complete, before a leaf
+      accumulates it and before the node's rule runs.
+    * ``retain``: a non-leaf keeps its gradient as ``.grad`` (``retain_grad``), after the hooks.
+    * ``post``: hooks on the node itself (``grad_fn.register_hook``): ``fn(grad_inputs,
+      grad_outputs)`` (tuples of primitives or None) after the rule ran; a tuple return replaces
+      the gradients of the inputs.
+    * ``api``: the API object standing for the node (``grad_fn``), cached so it keeps its identity.
+    """
+
+    __slots__ = ("pre", "retain", "post", "api")
+
+    def __init__(self) -> None:
+        self.pre: dict[int, Callable[[Any], Any]] = {}
+        self.retain = False
+        self.post: dict[int, Callable[[Any, Any], Any]] = {}
+        self.api: Any = None
+
+
+def hooks_of(n: Node) -> NodeHooks:
+    """``n``'s hooks, allocated on first use."""
+    h = n.hooks
+    if h is None:
+        h = n.hooks = NodeHooks()
+    return h
+
+
+class _Stash:
+    """The gradient a custom function's output node hands its function node: a token (the
+    real gradient went into the function's context), never added to another. ``shape`` is the
+    function node's shape in its outputs' ``shapes``, so the engine never sums it."""
+
+    __slots__ = ()
+    shape: tuple[int, ...] = ()
+
+
+#: the one token (``_Stash``)
+STASH = _Stash()
 
 
 def holder_value(n: Node) -> Any:
@@ -88,70 +136,155 @@ def leaf() -> Node:
     return Node((), (), None)
 
 
-def _topo(root: Node) -> list[Node]:
-    """Nodes reachable from ``root``, every node before its parents (root first).
+def _topo(roots: Iterable[Node]) -> list[Node]:
+    """Nodes reachable from ``roots``, every node before its parents (roots first).
 
-    Iterative post-order DFS, so graph depth is not bounded by Python's recursion limit.
+    Iterative post-order DFS, so graph depth is not bounded by Python's recursion limit; one
+    ``seen`` set over all roots, so the reversed post-order is a topological order of the union.
     """
     post: list[Node] = []
     seen: set[Node] = set()
-    stack: list[tuple[Node, bool]] = [(root, False)]
-    while stack:
-        n, expanded = stack.pop()
-        if expanded:
-            post.append(n)
-        elif n not in seen:
-            seen.add(n)
-            stack.append((n, True))
-            for p in n.parents:
-                if p is not None and p not in seen:
-                    stack.append((p, False))
+    for root in roots:
+        stack: list[tuple[Node, bool]] = [(root, False)]
+        while stack:
+            n, expanded = stack.pop()
+            if expanded:
+                post.append(n)
+            elif n not in seen:
+                seen.add(n)
+                stack.append((n, True))
+                for p in n.parents:
+                    if p is not None and p not in seen:
+                        stack.append((p, False))
     post.reverse()
     return post
 
 
+def _unwrapped(saved: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``saved`` with every tracked value (an input kept with its node, for double backward)
+    replaced by its inner primitive, one tuple deep (tensor lists); ``saved`` itself when it
+    holds none."""
+    AD = ADTensor
+    for v in saved:
+        c = v.__class__
+        if c is AD:
+            break
+        if c is tuple:
+            for w in v:
+                if w.__class__ is AD:
+                    break
+            else:
+                continue
+            break
+    else:
+        return saved
+    return tuple(v.inner if v.__class__ is AD else
+                 (tuple(w.inner if w.__class__ is AD else w for w in v) if v.__class__ is tuple else v)
+                 for v in saved)
+
+
+def _accumulate(B: Backend, n: Node, g: Any, create_graph: bool) -> None:
+    """Add ``g`` into node ``n``'s ``.grad`` (a leaf's, or a retained non-leaf's)."""
+    h = n.holder
+    if create_graph:  # B is the Autodiff backend: the sum is recorded, the grad may be tracked
+        if h is None:
+            n.grad = g if n.grad is None else B.add(n.grad, g)
+        else:
+            h._p = B.add(h._p, g)
+        return
+    if h is None:
+        n.grad = g if n.grad is None else B.add(n.grad, g)
+    else:  # rebind the .grad object (a holder that is itself a leaf stays one)
+        hp = h._p
+        if hp.__class__ is ADTensor:
+            s = B.add(hp.inner, g)
+            h._p = ADTensor(s, hp.node) if hp.node.rule is None else s
+        else:
+            h._p = B.add(hp, g)
+
+
 def run_backward(B: Backend, root: Node, grad: Any, retain_graph: bool, recompute: bool) -> None:
     """Propagate ``grad`` (the gradient of ``root``'s output, an inner primitive) to the
-    leaves behind ``root``, adding into their ``.grad``.
+    leaves behind ``root``, adding into their ``.grad`` (``run_graph`` with one root)."""
+    run_graph(B, [root], [grad], retain_graph, recompute)
+
+
+def run_graph(B: Backend, roots: list[Node], grads_in: list[Any], retain_graph: bool, recompute: bool,
+              targets: list[Node] | None = None, accumulate: bool = True,
+              create_graph: bool = False) -> dict[Node, Any]:
+    """Propagate ``grads_in[i]`` (the gradient of ``roots[i]``'s output) back through the graph.
 
     Nodes run in reverse topological order, so every consumer of a value has contributed to
-    its gradient before the value's own rule runs (diamonds sum first, propagate once).
-    Backward ops run on the inner backend ``B`` with grad mode off.
+    its gradient before the value's own rule runs (diamonds sum first, propagate once). With
+    ``targets`` None every leaf reached adds its gradient into ``.grad``; with ``targets``
+    only those nodes (leaves or not) receive one, and only the nodes with a path to a target
+    run. ``accumulate`` False (``autograd.grad``) adds into no ``.grad`` and returns the
+    targets' gradients instead (a target that got none is absent). Retained non-leaves
+    (``retain_grad``) take theirs in every mode, as torch's.
+
+    Without ``create_graph`` the rules run on the inner backend ``B`` with grad mode off. With
+    it ``B`` is the Autodiff backend and grad mode stays on, the gradients are tracked values
+    and the rules see the tracked inputs they saved, so the backward pass is itself recorded.
     """
-    order = _topo(root)
+    order = _topo(roots)
+    need: set[Node] | None = None
+    if targets is not None:  # prune: the nodes with a path to a target
+        tset = set(targets)
+        need = set()
+        for n in reversed(order):  # parents first
+            if n in tset or any(p in need for p in n.parents):
+                need.add(n)
+        order = [n for n in order if n in need]
     # check before touching anything, so a refused backward leaves every .grad as it was
     for n in order:
-        if n.rule is not None and n.saved is None:
+        if n.rule is not None and n.saved is None and (need is None or any(p in need for p in n.parents)):
             raise AutodiffError(
                 "Trying to backward through the graph a second time (or to read values that a "
                 "previous backward already freed); pass retain_graph=True to the first backward() "
                 "if you need to backward through the graph again"
             )
     rec = Recomputer(n.saved for n in order if n.rule is not None) if recompute else None
-    grads: dict[Node, Any] = {root: grad}
-    prev, mode.enabled = mode.enabled, False
+    grads: dict[Node, Any] = {}
+    for root, g0 in zip(roots, grads_in):
+        acc = grads.get(root)
+        grads[root] = g0 if acc is None else B.add(acc, g0)
+    captured: dict[Node, Any] = {}
+    tset_ = None if targets is None else set(targets)
+    prev, mode.enabled = mode.enabled, create_graph
     try:
         for n in order:
             g = grads.pop(n, None)
             if g is None:  # no consumer's rule passed it a gradient
                 continue
             rule = n.rule
-            if rule is None:
-                h = n.holder
-                if h is None:
-                    n.grad = g if n.grad is None else B.add(n.grad, g)
-                else:  # rebind the .grad object (a holder that is itself a leaf stays one)
-                    hp = h._p
-                    if hp.__class__ is ADTensor:
-                        s = B.add(hp.inner, g)
-                        h._p = ADTensor(s, hp.node) if hp.node.rule is None else s
-                    else:
-                        h._p = B.add(hp, g)
+            h = n.hooks
+            if h is not None:
+                for fn in list(h.pre.values()):
+                    r = fn(g)
+                    if r is not None:
+                        g = r
+                if h.retain and rule is not None and (tset_ is None or n not in tset_ or not accumulate):
+                    _accumulate(B, n, g, create_graph)
+            if tset_ is not None and n in tset_:
+                if accumulate:
+                    _accumulate(B, n, g, create_graph)
+                else:
+                    captured[n] = g
+                if rule is None or not any(p in need for p in n.parents):  # type: ignore[operator]
+                    continue
+            elif rule is None:
+                if tset_ is None:
+                    _accumulate(B, n, g, create_graph)
                 continue
             saved = n.saved
             assert saved is not None  # checked above
             if rec is not None:
                 saved = rec.take(saved)
+            if create_graph:
+                if rule.saves_out and saved[0] is not None:  # the output, tracked by this node
+                    saved = (ADTensor(saved[0], n), *saved[1:])
+            else:
+                saved = _unwrapped(saved)
             if rule.reads is None:
                 gs = rule.backward(B, g, *saved)
             else:  # a partial rule: only the gradients of tracked inputs
@@ -161,15 +294,26 @@ def run_backward(B: Backend, root: Node, grad: Any, retain_graph: bool, recomput
                 n.recipe = None
             if type(gs) is not tuple:  # single-input rules return the gradient itself
                 gs = (gs,)
+            if h is not None and h.post:
+                for fn in list(h.post.values()):
+                    r = fn(gs, (g,))
+                    if r is not None:
+                        gs = tuple(r)
             for parent, shape, pg in zip(n.parents, n.shapes, gs):
                 if parent is None or pg is None:
+                    continue
+                if need is not None and parent not in need:
                     continue
                 if pg.shape != shape:  # the op broadcast this input
                     pg = sum_to(B, pg, shape)
                 acc = grads.get(parent)
-                grads[parent] = pg if acc is None else B.add(acc, pg)
+                if acc is None:
+                    grads[parent] = pg
+                elif pg is not STASH:  # (a custom function's outputs: the gradients are in its context)
+                    grads[parent] = B.add(acc, pg)
     finally:
         mode.enabled = prev
+    return captured
 
 
 def retained_bytes(B: Backend, root: Node | None) -> int:
@@ -195,6 +339,8 @@ def retained_bytes(B: Backend, root: Node | None) -> int:
                 values.extend(v.args)
             elif type(v) is tuple or type(v) is list:
                 values.extend(v)
+            elif v.__class__ is ADTensor:
+                values.append(v.inner)
             elif hasattr(v, "shape"):
                 seen.add(id(v))
                 total += math.prod(v.shape) * B.dtype(v).itemsize
