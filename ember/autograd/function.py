@@ -206,11 +206,13 @@ class Function:
         ctx._direct = diff[0] if len(diff) == 1 else None
         fnode = Node(tuple(parents), tuple(shapes), _rule(cls, False))
         fnode.saved = (ctx,)
+        fnode.links = ()  # its saved values are the context, no tensors (Node.links)
         result = list(outs)
         for j in diff:
             if ctx._direct is None:
                 node = Node((fnode,), ((),), _rule(cls, True))
                 node.saved = (ctx, j)
+                node.links = ()
             else:
                 node = fnode
             result[j] = _tracked_output(outs[j], args, node)

@@ -68,15 +68,7 @@ _FIRST_ONLY: dict[str, int] = {
 
 def _keep(t: ADTensor) -> Any:
     """What the graph keeps to read tracked ``t``'s value in backward: its recipe when ``t``
-    is a recomputable result (balanced checkpointing), else ``t`` itself (its value with its
-    node: a plain backward reads the value, a ``create_graph`` one differentiates through it)."""
-    r = t.node.recipe
-    return t if r is None else r
-
-
-def _keep_value(t: ADTensor) -> Any:
-    """What a :class:`Recipe` keeps of tracked ``t``: its recipe, else its value (a recipe runs
-    the inner op)."""
+    is a recomputable result (balanced checkpointing), else the value itself."""
     r = t.node.recipe
     return t.inner if r is None else r
 
@@ -293,7 +285,7 @@ class Autodiff(Backend):
             p = call[0]
             node = Node((p.node,), (p.shape,), rule)
             if recipe:
-                node.recipe = Recipe(fn, (_keep_value(p), *call[1:]))
+                node.recipe = Recipe(fn, (_keep(p), *call[1:]))
             o = (out if node.recipe is None else node.recipe) if saves_out else None
             node.saved = (o, _keep(p) if keep_p else p.shape, *call[1:])
             return ADTensor(out, node)
@@ -320,7 +312,7 @@ class Autodiff(Backend):
                 saves = saves | reads1
             node = Node((a.node if ta else None, b.node if tb else None), (a.shape, b.shape), rule)
             if recipe:
-                node.recipe = Recipe(fn, (_keep_value(a) if ta else a, _keep_value(b) if tb else b))
+                node.recipe = Recipe(fn, (_keep(a) if ta else a, _keep(b) if tb else b))
             o = (out if node.recipe is None else node.recipe) if saves_out else None
             node.saved = (o, ((_keep(a) if ta else a) if 0 in saves else a.shape),
                           ((_keep(b) if tb else b) if 1 in saves else b.shape))
@@ -338,6 +330,7 @@ class Autodiff(Backend):
         parents: list[Node | None] = []
         shapes: list[tuple[int, ...]] = []
         saved: list[Any] = [None]  # [out, *call]: see Node.saved
+        links: list[tuple[int, int, int]] = []  # see Node.links
         saves = rule.saves
         if rule.reads is not None:  # keep only what the tracked inputs' gradients read
             for i, reads in rule.reads.items():
@@ -346,12 +339,16 @@ class Autodiff(Backend):
         for i, a in enumerate(call):
             c = a.__class__
             if c is ADTensor:
+                if i in saves:
+                    links.append((len(saved), len(parents), -1))
                 parents.append(a.node)
                 shapes.append(a.shape)
                 saved.append(_keep(a) if i in saves else a.shape)
             elif (c is tuple or c is list) and a and _is_value(a[0]):  # a tensor list
                 keep = i in saves
-                for t in a:
+                for j, t in enumerate(a):
+                    if keep and t.__class__ is ADTensor:
+                        links.append((len(saved), len(parents), j))
                     parents.append(t.node if t.__class__ is ADTensor else None)
                     shapes.append(t.shape)
                 saved.append(tuple((_keep(t) if t.__class__ is ADTensor else t) if keep else t.shape for t in a))
@@ -362,8 +359,9 @@ class Autodiff(Backend):
             else:
                 saved.append(a)
         node = Node(tuple(parents), tuple(shapes), rule)
+        node.links = tuple(links)
         if self._balanced and rule.recompute:
-            node.recipe = Recipe(fn, tuple(_keep_value(a) if a.__class__ is ADTensor else a for a in call))
+            node.recipe = Recipe(fn, tuple(_keep(a) if a.__class__ is ADTensor else a for a in call))
         if rule.saves_out:
             saved[0] = out if node.recipe is None else node.recipe
         node.saved = (*saved, *extra)

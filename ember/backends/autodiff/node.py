@@ -63,9 +63,13 @@ class Node:
       ``holder._p``, so in-place ops on ``.grad`` (``zero_``, ``+=``) change the stored
       gradient and the object keeps its identity (PyTorch's AccumulateGrad adds in place into the existing ``.grad``).
     * ``hooks`` is None until a hook, ``retain_grad`` or ``grad_fn`` asks for a :class:`NodeHooks`.
+    * ``links`` says which kept values are tracked inputs, for a ``create_graph`` backward to
+      differentiate through them: ``(saved index, parent index, list position or -1)`` per kept
+      tracked value. Set by the generic recorder only; unset (read with a default) it means the
+      fixed layout of the one- and two-input recorders, ``saved[1 + i]`` from ``parents[i]``.
     """
 
-    __slots__ = ("parents", "shapes", "rule", "saved", "recipe", "grad", "holder", "hooks")
+    __slots__ = ("parents", "shapes", "rule", "saved", "recipe", "grad", "holder", "hooks", "links")
 
     def __init__(self, parents: tuple[Node | None, ...], shapes: tuple[tuple[int, ...], ...],
                  rule: Rule | None) -> None:
@@ -160,27 +164,29 @@ def _topo(roots: Iterable[Node]) -> list[Node]:
     return post
 
 
-def _unwrapped(saved: tuple[Any, ...]) -> tuple[Any, ...]:
-    """``saved`` with every tracked value (an input kept with its node, for double backward)
-    replaced by its inner primitive, one tuple deep (tensor lists); ``saved`` itself when it
-    holds none."""
-    AD = ADTensor
-    for v in saved:
-        c = v.__class__
-        if c is AD:
-            break
-        if c is tuple:
-            for w in v:
-                if w.__class__ is AD:
-                    break
-            else:
-                continue
-            break
+def _tracked_saved(n: Node, saved: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``saved`` of node ``n`` for a ``create_graph`` pass: each kept value of a tracked input
+    re-joined with the input's node, and the output with ``n`` itself, so the rule's ops on them
+    are recorded (``Node.links``)."""
+    out = list(saved)
+    if n.rule.saves_out and out[0] is not None:  # type: ignore[union-attr]
+        out[0] = ADTensor(out[0], n)
+    links = getattr(n, "links", None)
+    parents = n.parents
+    if links is None:  # the one- and two-input recorders: saved[1 + i] is input i's value or shape
+        for i, p in enumerate(parents):
+            v = out[1 + i]
+            if p is not None and v.__class__ is not tuple and hasattr(v, "shape"):
+                out[1 + i] = ADTensor(v, p)
     else:
-        return saved
-    return tuple(v.inner if v.__class__ is AD else
-                 (tuple(w.inner if w.__class__ is AD else w for w in v) if v.__class__ is tuple else v)
-                 for v in saved)
+        for si, pi, j in links:
+            if j < 0:
+                out[si] = ADTensor(out[si], parents[pi])
+            else:
+                lst = list(out[si])
+                lst[j] = ADTensor(lst[j], parents[pi])
+                out[si] = tuple(lst)
+    return tuple(out)
 
 
 def _accumulate(B: Backend, n: Node, g: Any, create_graph: bool) -> None:
@@ -223,8 +229,8 @@ def run_graph(B: Backend, roots: list[Node], grads_in: list[Any], retain_graph: 
     (``retain_grad``) take theirs in every mode, as torch's.
 
     Without ``create_graph`` the rules run on the inner backend ``B`` with grad mode off. With
-    it ``B`` is the Autodiff backend and grad mode stays on, the gradients are tracked values
-    and the rules see the tracked inputs they saved, so the backward pass is itself recorded.
+    it ``B`` is the Autodiff backend and grad mode stays on: the gradients are tracked values,
+    the rules see the tracked inputs they kept (``_tracked_saved``), so the pass is recorded.
     """
     order = _topo(roots)
     need: set[Node] | None = None
@@ -248,72 +254,138 @@ def run_graph(B: Backend, roots: list[Node], grads_in: list[Any], retain_graph: 
     for root, g0 in zip(roots, grads_in):
         acc = grads.get(root)
         grads[root] = g0 if acc is None else B.add(acc, g0)
-    captured: dict[Node, Any] = {}
-    tset_ = None if targets is None else set(targets)
     prev, mode.enabled = mode.enabled, create_graph
     try:
-        for n in order:
-            g = grads.pop(n, None)
-            if g is None:  # no consumer's rule passed it a gradient
-                continue
-            rule = n.rule
-            h = n.hooks
-            if h is not None:
-                for fn in list(h.pre.values()):
-                    r = fn(g)
-                    if r is not None:
-                        g = r
-                if h.retain and rule is not None and (tset_ is None or n not in tset_ or not accumulate):
-                    _accumulate(B, n, g, create_graph)
-            if tset_ is not None and n in tset_:
-                if accumulate:
-                    _accumulate(B, n, g, create_graph)
-                else:
-                    captured[n] = g
-                if rule is None or not any(p in need for p in n.parents):  # type: ignore[operator]
-                    continue
-            elif rule is None:
-                if tset_ is None:
-                    _accumulate(B, n, g, create_graph)
-                continue
-            saved = n.saved
-            assert saved is not None  # checked above
-            if rec is not None:
-                saved = rec.take(saved)
-            if create_graph:
-                if rule.saves_out and saved[0] is not None:  # the output, tracked by this node
-                    saved = (ADTensor(saved[0], n), *saved[1:])
-            else:
-                saved = _unwrapped(saved)
-            if rule.reads is None:
-                gs = rule.backward(B, g, *saved)
-            else:  # a partial rule: only the gradients of tracked inputs
-                gs = rule.backward(B, g, *saved, need=tuple(p is not None for p in n.parents))
-            if not retain_graph:
-                n.saved = None
-                n.recipe = None
-            if type(gs) is not tuple:  # single-input rules return the gradient itself
-                gs = (gs,)
-            if h is not None and h.post:
-                for fn in list(h.post.values()):
-                    r = fn(gs, (g,))
-                    if r is not None:
-                        gs = tuple(r)
-            for parent, shape, pg in zip(n.parents, n.shapes, gs):
-                if parent is None or pg is None:
-                    continue
-                if need is not None and parent not in need:
-                    continue
-                if pg.shape != shape:  # the op broadcast this input
-                    pg = sum_to(B, pg, shape)
-                acc = grads.get(parent)
-                if acc is None:
-                    grads[parent] = pg
-                elif pg is not STASH:  # (a custom function's outputs: the gradients are in its context)
-                    grads[parent] = B.add(acc, pg)
+        if need is None and not create_graph:
+            _plain(B, order, grads, retain_graph, rec)
+            return {}
+        return _general(B, order, grads, retain_graph, rec, need, targets, accumulate, create_graph)
     finally:
         mode.enabled = prev
+
+
+def _plain(B: Backend, order: list[Node], grads: dict[Node, Any], retain_graph: bool,
+           rec: Recomputer | None) -> None:
+    """``run_graph``'s loop for a plain ``backward()``: every leaf reached accumulates, nothing
+    is recorded (the training step's path, kept to what it needs)."""
+    for n in order:
+        g = grads.pop(n, None)
+        if g is None:  # no consumer's rule passed it a gradient
+            continue
+        rule = n.rule
+        h = n.hooks
+        if h is not None:
+            g = _pre_hooks(B, n, h, g, rule is not None, False)
+        if rule is None:
+            _accumulate(B, n, g, False)
+            continue
+        saved = n.saved
+        assert saved is not None  # checked above
+        if rec is not None:
+            saved = rec.take(saved)
+        if rule.reads is None:
+            gs = rule.backward(B, g, *saved)
+        else:  # a partial rule: only the gradients of tracked inputs
+            gs = rule.backward(B, g, *saved, need=tuple(p is not None for p in n.parents))
+        if not retain_graph:
+            n.saved = None
+            n.recipe = None
+        if type(gs) is not tuple:  # single-input rules return the gradient itself
+            gs = (gs,)
+        if h is not None and h.post:
+            gs = _post_hooks(B, n, h, gs, g)
+        for parent, shape, pg in zip(n.parents, n.shapes, gs):
+            if parent is None or pg is None:
+                continue
+            if pg.shape != shape:  # the op broadcast this input
+                pg = sum_to(B, pg, shape)
+            acc = grads.get(parent)
+            if acc is None:
+                grads[parent] = pg
+            elif pg is not STASH:  # (a custom function's outputs: the gradients are in its context)
+                grads[parent] = B.add(acc, pg)
+
+
+def _general(B: Backend, order: list[Node], grads: dict[Node, Any], retain_graph: bool,
+             rec: Recomputer | None, need: set[Node] | None, targets: list[Node] | None,
+             accumulate: bool, create_graph: bool) -> dict[Node, Any]:
+    """``run_graph``'s loop with targets (``inputs=``, ``autograd.grad``) or ``create_graph``."""
+    captured: dict[Node, Any] = {}
+    tset = None if targets is None else set(targets)
+    for n in order:
+        g = grads.pop(n, None)
+        if g is None:
+            continue
+        rule = n.rule
+        h = n.hooks
+        if h is not None:
+            # a retained target that accumulates takes its gradient once, below
+            g = _pre_hooks(B, n, h, g, rule is not None and not (accumulate and tset is not None and n in tset),
+                           create_graph)
+        if tset is not None and n in tset:
+            if accumulate:
+                _accumulate(B, n, g, create_graph)
+            else:
+                captured[n] = g
+            if rule is None or not any(p in need for p in n.parents):  # type: ignore[operator]
+                continue
+        elif rule is None:
+            if tset is None:
+                _accumulate(B, n, g, create_graph)
+            continue
+        saved = n.saved
+        assert saved is not None
+        if rec is not None:
+            saved = rec.take(saved)
+        if create_graph:
+            saved = _tracked_saved(n, saved)
+        if rule.reads is None:
+            gs = rule.backward(B, g, *saved)
+        else:
+            gs = rule.backward(B, g, *saved, need=tuple(p is not None for p in n.parents))
+        if not retain_graph:
+            n.saved = None
+            n.recipe = None
+        if type(gs) is not tuple:
+            gs = (gs,)
+        if h is not None and h.post:
+            gs = _post_hooks(B, n, h, gs, g)
+        for parent, shape, pg in zip(n.parents, n.shapes, gs):
+            if parent is None or pg is None or (need is not None and parent not in need):
+                continue
+            if pg.shape != shape:
+                pg = sum_to(B, pg, shape)
+            acc = grads.get(parent)
+            if acc is None:
+                grads[parent] = pg
+            elif pg is not STASH:
+                grads[parent] = B.add(acc, pg)
     return captured
+
+
+def _pre_hooks(B: Backend, n: Node, h: NodeHooks, g: Any, retain: bool, create_graph: bool) -> Any:
+    """Run ``n``'s tensor hooks on its complete gradient ``g`` (each may replace it), then keep
+    it as ``.grad`` when the node retains it (``retain``: a non-leaf, not also a target that
+    accumulates); returns the gradient the node goes on with."""
+    for fn in list(h.pre.values()):
+        r = fn(g)
+        if r is not None:
+            g = r
+    if retain and h.retain:
+        _accumulate(B, n, g, create_graph)
+    return g
+
+
+def _post_hooks(B: Backend, n: Node, h: NodeHooks, gs: tuple[Any, ...], g: Any) -> tuple[Any, ...]:
+    """Run ``n``'s node hooks on the gradients its rule gave its inputs (summed to the inputs'
+    shapes first, one entry per input) and the gradient of its output."""
+    full = tuple(None if pg is None or pg is STASH else (sum_to(B, pg, shape) if pg.shape != shape else pg)
+                 for pg, shape in zip(gs + (None,) * (len(n.shapes) - len(gs)), n.shapes))
+    for fn in list(h.post.values()):
+        r = fn(full, (g,))
+        if r is not None:
+            full = tuple(r)
+    return full
 
 
 def retained_bytes(B: Backend, root: Node | None) -> int:
@@ -339,8 +411,6 @@ def retained_bytes(B: Backend, root: Node | None) -> int:
                 values.extend(v.args)
             elif type(v) is tuple or type(v) is list:
                 values.extend(v)
-            elif v.__class__ is ADTensor:
-                values.append(v.inner)
             elif hasattr(v, "shape"):
                 seen.add(id(v))
                 total += math.prod(v.shape) * B.dtype(v).itemsize
