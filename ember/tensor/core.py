@@ -21,14 +21,15 @@ import numpy as np
 from .. import _shape as S
 from .. import dtype as dt
 from .. import tracing
-from ..backends.autodiff.mode import gate as _gate
-from ..backends.autodiff.mode import is_grad_enabled
+from ..backends.autodiff.mode import is_grad_enabled, watch_inference
 from ..backends.autodiff.mode import mode as _mode
 from ..device import Device
 from ..errors import AutodiffError, DeviceMismatchError, DTypeError, ShapeError
 
 __all__ = ["Tensor", "InferenceTensor", "get_default_device", "set_default_device", "install_methods"]
 
+#: allocates every result (``_make``, and the modules that inline it): ``object.__new__``, or
+#: ``_new_marking`` while some thread is in inference mode (``watch_inference``)
 _new = object.__new__
 _SCALARS = (int, float, bool)
 _DEFAULT_FLOAT = dt.float32
@@ -78,8 +79,6 @@ def _make(p: Any, bk: Any, d: dt.DType) -> Tensor:
     t._p = p
     t._bk = bk
     t._dt = d
-    if _gate.inference and _mode.inference:  # (one attribute read while no thread is in inference mode)
-        t.__class__ = InferenceTensor
     return t
 
 
@@ -438,6 +437,20 @@ class InferenceTensor(Tensor):
 
     __slots__ = ()
     _inference = True
+
+
+def _new_marking(cls: type) -> Any:
+    """``object.__new__`` that makes the calling thread's results inference tensors while it is
+    in inference mode (installed as ``_new`` only while some thread is)."""
+    return object.__new__(InferenceTensor if cls is Tensor and _mode.inference else cls)
+
+
+def _watch(on: bool) -> None:
+    global _new
+    _new = _new_marking if on else object.__new__
+
+
+watch_inference(_watch)
 
 
 def _unpickle(array: np.ndarray, dtype_name: str, spec: tuple[Any, ...], requires_grad: bool) -> Tensor:

@@ -16,20 +16,10 @@ import numpy as np
 from .. import _shape as S
 from .. import dtype as dt
 from .. import ops as _ops
+from ..backends.autodiff.mode import watch_inference
 from ..errors import DTypeError, IntegerPowerError, ZeroDivisionByIntegerError
-from .core import (
-    _SCALARS,
-    InferenceTensor,
-    Tensor,
-    _check_device,
-    _float_of,
-    _gate,
-    _make,
-    _mode,
-    _new,
-    _pyscalar,
-    _scalar_for,
-)
+from . import core as _core
+from .core import _SCALARS, Tensor, _check_device, _float_of, _make, _new, _pyscalar, _scalar_for
 
 #: the dtype rules of binary ops: promote (``_ARITH``), promote to a float (``_TRUEDIV``,
 #: ``_FLOATONLY``: no scalar reverse form), compare to bool, logical (both sides as bool)
@@ -55,8 +45,6 @@ def _binary(op: str, rule: int, rop: str | None = None, doc: str | None = None,
                 t._p = getattr(bk, op)(pa, pb)
                 t._bk = bk
                 t._dt = d
-                if _gate.inference and _mode.inference:
-                    t.__class__ = InferenceTensor
                 return t
             return _tensor_tensor(op, rule, a, b)
         if isinstance(b, _SCALARS) or isinstance(b, np.generic):
@@ -83,6 +71,15 @@ def _binary(op: str, rule: int, rop: str | None = None, doc: str | None = None,
     if op == "pow":
         return _checked_power(forward, reverse)
     return forward, reverse
+
+
+def _watch(on: bool) -> None:
+    """Follow ``core._new`` (inference mode's marking allocator, see ``watch_inference``)."""
+    global _new
+    _new = _core._new_marking if on else object.__new__
+
+
+watch_inference(_watch)
 
 
 def _int_result(a: Tensor, b: Any) -> bool:

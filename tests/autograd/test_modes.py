@@ -164,3 +164,19 @@ def test_set_grad_enabled_is_per_thread() -> None:
     finally:
         ember.set_grad_enabled(True)
     assert seen == [True]
+
+
+def test_results_are_allocated_by_object_new_again_once_no_thread_is_in_inference_mode() -> None:
+    """The cost invariant: outside inference mode an op allocates its result exactly as before
+    (no check), the marking allocator is installed only while some thread needs it."""
+    from ember.tensor import core, factories, reductions
+
+    modules = (core, factories, reductions)
+    assert all(m._new is object.__new__ for m in modules)
+    with ember.inference_mode():
+        assert all(m._new is core._new_marking for m in modules)
+        with ember.inference_mode(False):
+            assert all(m._new is object.__new__ for m in modules)
+            assert not ember.ones(2).is_inference()
+        assert (ember.ones(2) + 1).is_inference() and ember.ones(2).sum().is_inference()
+    assert all(m._new is object.__new__ for m in modules)

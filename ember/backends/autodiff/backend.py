@@ -12,8 +12,10 @@ method, allocating nothing; the plain device's call plus one frame (issue 18: <=
 plain device per op). Otherwise the tracked arguments are unwrapped, and while grad mode is
 on (read only here, on the tracked path) ``_record`` adds a node holding the op's rule
 (``rules.RULES``) and the values the rule needs; ``backward`` walks the nodes
-(``node.run_backward``) and runs every rule on the *inner* backend, so on a lazy backend the
-backward ops are fused like any others.
+(``node.run_graph``) and runs every rule on the *inner* backend, so on a lazy backend the
+backward ops are fused like any others. A ``create_graph`` backward (``run_autograd``) runs
+the rules on this backend instead, on the kept values re-joined with their nodes, so the
+backward pass is recorded too (double backward).
 
 Every op method is generated per instance as a closure over the inner op and its rule (one
 frame per call), by the factory of its calling convention: the first argument the only

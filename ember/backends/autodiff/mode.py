@@ -7,9 +7,11 @@ Every one of them also works as a decorator. The flag is read only on the tracke
 with at least one tracked input), so untracked ops never pay for the thread-local lookup.
 
 ``inference_mode()`` is ``no_grad`` that also marks the tensors made inside as inference
-tensors (``Tensor.is_inference()``). Marking happens where the Tensor API builds a result: it
-reads ``gate.inference``, the number of inference regions open in all threads (one attribute
-read per op while none is open), and only when that is non-zero the calling thread's flag.
+tensors (``Tensor.is_inference()``). ``gate.inference`` counts the threads inside inference
+mode; when the first enters and when the last leaves, the callbacks given to
+``watch_inference`` run, so the Tensor API swaps the function that allocates its results for
+one that marks them (reading the calling thread's flag) only while some thread needs it: an
+op pays nothing for inference mode while no thread is in it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 __all__ = ["no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "inference_mode",
-           "is_inference_mode_enabled", "gate"]
+           "is_inference_mode_enabled", "gate", "watch_inference"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,6 +47,17 @@ class _Gate:
 
 gate = _Gate()
 _gate_lock = threading.Lock()
+#: run with True when the first thread enters inference mode, with False when the last leaves
+_watchers: list[Callable[[bool], None]] = []
+
+
+def watch_inference(fn: Callable[[bool], None]) -> None:
+    """Call ``fn(True)`` whenever inference mode becomes active in some thread and ``fn(False)``
+    when no thread is in it any more (and ``fn(True)`` at once if some thread is in it now)."""
+    with _gate_lock:
+        _watchers.append(fn)
+        if gate.inference:
+            fn(True)
 
 
 def is_grad_enabled() -> bool:
@@ -178,5 +191,9 @@ def _set_inference(on: bool) -> None:
     if on is mode.inference:
         return
     with _gate_lock:
+        before = gate.inference
         gate.inference += 1 if on else -1
+        if (before == 0) != (gate.inference == 0):
+            for fn in _watchers:
+                fn(gate.inference > 0)
     mode.inference = on
