@@ -265,3 +265,12 @@ def test_backward_on_a_device_without_autodiff_names_the_fix() -> None:
     x = ember.ones(2, device=Device.flex())
     with pytest.raises(AutodiffError, match="autodiff"):
         x.sum().backward()
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+def test_a_plain_backward_after_a_create_graph_one_accumulates() -> None:
+    for lib in (ember, torch):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        (x * x).sum().backward(create_graph=True)
+        (x * 3).sum().backward()
+        assert x.grad.tolist() == [5.0, 7.0]

@@ -180,3 +180,10 @@ def test_results_are_allocated_by_object_new_again_once_no_thread_is_in_inferenc
             assert not ember.ones(2).is_inference()
         assert (ember.ones(2) + 1).is_inference() and ember.ones(2).sum().is_inference()
     assert all(m._new is object.__new__ for m in modules)
+
+
+def test_set_grad_enabled_takes_mode_by_keyword() -> None:
+    for lib in (torch, ember):
+        with lib.set_grad_enabled(mode=False):
+            assert not lib.is_grad_enabled()
+        assert lib.is_grad_enabled()

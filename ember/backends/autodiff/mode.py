@@ -34,6 +34,7 @@ class _Mode(threading.local):
 
 
 mode = _Mode()
+_tls = mode  # (the same object, for methods whose parameter is named ``mode`` as torch's)
 
 
 class _Gate:
@@ -115,10 +116,10 @@ class set_grad_enabled:  # noqa: N801
     decorator (``@set_grad_enabled(False)``) the call leaves the mode as it was and the function
     runs with ``mode`` each time."""
 
-    def __init__(self, mode_: bool) -> None:
-        self.prev = mode.enabled
-        self.mode = bool(mode_)
-        mode.enabled = self.mode
+    def __init__(self, mode: bool) -> None:
+        self.prev = _tls.enabled
+        self.mode = bool(mode)
+        _tls.enabled = self.mode
 
     def __enter__(self) -> None:
         mode.enabled = self.mode

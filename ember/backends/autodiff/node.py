@@ -199,7 +199,10 @@ def _accumulate(B: Backend, n: Node, g: Any, create_graph: bool) -> None:
             h._p = B.add(h._p, g)
         return
     if h is None:
-        n.grad = g if n.grad is None else B.add(n.grad, g)
+        old = n.grad
+        if old.__class__ is ADTensor:  # recorded by an earlier create_graph pass: this sum is not
+            old = old.inner
+        n.grad = g if old is None else B.add(old, g)
     else:  # rebind the .grad object (a holder that is itself a leaf stays one)
         hp = h._p
         if hp.__class__ is ADTensor:
