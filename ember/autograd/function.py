@@ -131,8 +131,8 @@ class FunctionCtx:
                 except Exception:
                     ok = False
                 if not ok:
-                    raise GradientShapeError(f"Function {name} returned an invalid gradient at index {i} - got "
-                                     f"{list(r.shape)} but expected shape compatible with {list(shape)}")
+                    raise GradientShapeError(f"Function {name} returned an invalid gradient at index {i} - "
+                                             f"got {list(r.shape)} but expected shape compatible with {list(shape)}")
             if r._dt is not d:
                 r = r.to(d)
             out.append(_to_prim(r, f"function {name}"))

@@ -187,8 +187,8 @@ def run_engine(outputs: list[Any], grad_outputs: list[Any], inputs: list[Any] | 
         if g._bk is not bk:
             raise DeviceMismatchError(f"the gradient of output {i} is on {g.device!r}, the output on {bk.device!r}")
         if g.shape != t.shape:
-            raise GradientShapeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and output[{i}] "
-                             f"has a shape of {t.shape}")
+            raise GradientShapeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
+                                     f"output[{i}] has a shape of {t.shape}")
         gp = (g if g._dt is t._dt else g.to(t._dt))._p
         if gp.__class__ is ADTensor and not create_graph:
             gp = gp.inner
