@@ -44,6 +44,11 @@ class AutodiffError(EmberError, RuntimeError):
     """Backward cannot run (no autodiff device, integer tensors, freed graph, ...)."""
 
 
+class GradientShapeError(ShapeError, AutodiffError):
+    """A gradient of the wrong shape (given to backward, or returned by a hook or a custom
+    function's backward): a ShapeError, and a RuntimeError as torch raises there."""
+
+
 class DeviceUnavailableError(EmberError, RuntimeError):
     """A device cannot be used here; the message lists what was found instead."""
 
