@@ -48,7 +48,7 @@ from .cuda_nvrtc import nvrtc
 from .preparing import Preparing
 from .service import InlineChannel
 
-__all__ = ["BoundArgs", "CudaKernel", "CudaServer", "PENDING_RAW"]
+__all__ = ["BoundArgs", "CudaKernel", "CudaServer", "PENDING_RAW", "RawLauncher"]
 
 
 #: what ``raw_function`` returns while preparing: the compile runs on the pool, launches run nothing
@@ -97,6 +97,56 @@ class BoundArgs:
         self.params_addr = ctypes.addressof(self.params)
         self.params_p = ctypes.c_void_p(self.params_addr)
         self.lock = threading.Lock()
+
+
+class RawLauncher:
+    """One hand-written kernel's launch prepared once (``CudaServer.raw_launcher``): function,
+    grid, block, dynamic shared memory and a parameter block whose slot i points at ``args[i]``.
+    A caller launching the same configuration again and again (a matmul's call step, replayed
+    every training step) rewrites the values those ctypes objects hold, or points a slot of
+    ``params`` at another object (a cached tensor map: ``params[i] = ctypes.addressof(obj)``),
+    then calls ``run()``: no ctypes objects made, no argument conversion, one driver call.
+
+    The block is shared: a caller holds ``lock`` (``acquire(False)``) from its first rewrite
+    to the end of ``run``, and the loser of a race launches through ``launch_raw`` with its own
+    arguments (the driver copies the parameters during the call, so the block is free again
+    when ``run`` returns)."""
+
+    __slots__ = ("server", "fn", "name", "gx", "gy", "gz", "bx", "by", "bz", "smem", "args", "params", "pp", "hp",
+                 "lock")
+
+    def __init__(self, server: CudaServer, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int],
+                 args: list[Any], smem: int) -> None:
+        self.server, self.fn, self.smem = server, fn, int(smem)
+        self.name = server._raw_names.get(id(fn), "a hand-written kernel")
+        # ints as ctypes takes them without argtypes (``FastDriver``)
+        self.gx, self.gy, self.gz = (int(g) for g in grid)
+        self.bx, self.by, self.bz = (int(b) for b in block)
+        self.args = list(args)
+        self.params = (ctypes.c_void_p * max(len(args), 1))(*[ctypes.addressof(a) for a in args])
+        self.pp = ctypes.c_void_p(ctypes.addressof(self.params))
+        self.hp = ctypes.c_void_p(handle(fn)) if server._fast is not None else None
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        """Launch with the block as it stands (``launch_raw``'s checks and bookkeeping)."""
+        s = self.server
+        if capture.active:
+            capture.broken("a raw launch")  # its arguments hold addresses: nothing to rebind
+        if getattr(_current, "ctx", None) is not s.ctx:
+            s.current()
+        hp = self.hp
+        if hp is not None:
+            err = s._fast.launch_p(hp, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem, s._stream_p,
+                                   self.pp, None)
+        else:
+            (err,) = s.cu.cuLaunchKernel(self.fn, self.gx, self.gy, self.gz, self.bx, self.by, self.bz, self.smem,
+                                         s.stream, ctypes.addressof(self.params), 0)
+        if int(err) != 0:
+            _raise(err, f"cuLaunchKernel({self.name}, grid=({self.gx}, {self.gy}, {self.gz}), "
+                        f"block=({self.bx}, {self.by}, {self.bz}))", s)
+        s.launches += 1
+        s.recent.append(self.name)
 
 
 class CudaServer(Preparing):
@@ -414,6 +464,14 @@ class CudaServer(Preparing):
             _raise(err, f"cuLaunchKernel({name}, grid={grid}, block={block})", self)
         self.launches += 1
         self.recent.append(name)
+
+    def raw_launcher(self, fn: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: list[Any],
+                     smem: int = 0) -> RawLauncher | None:
+        """``launch_raw(fn, grid, block, args, smem)`` prepared to run again (``RawLauncher``);
+        None for a function still compiling while preparing (``PENDING_RAW``: nothing to keep)."""
+        if fn is PENDING_RAW:
+            return None
+        return RawLauncher(self, fn, grid, block, args, smem)
 
     # ---------------------------------------------------------------- execution
     def launch(self, kernel: CudaKernel, tensors: list[Any], info: Any, count: Any) -> None:

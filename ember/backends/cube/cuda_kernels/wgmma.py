@@ -81,6 +81,7 @@ from typing import Any
 from ....cube.runtime.tensor import batch_step as _batch_step
 from ....precision import tensor_core_types as _in_types
 from .mma import HALF_HELPERS
+from .transpose import PREPARED
 
 __all__ = [
     "WGMMA_SOURCE",
@@ -806,6 +807,14 @@ def _launch(server: Any, a: tuple[int, int], b: tuple[int, int], out: int, bias:
     epilogue, by default for 16-bit outputs, whose overlap needs persistent blocks: measured on
     the H200, bf16 4096² 0.178 ms staged against 0.192 plain, 8192² 1.589 against 1.637). float32
     (tf32): ``b`` is B^T, (batch, n, k) row-major (``_launch_tf32`` transposes)."""
+    if source is None and bn is None and persistent is None and cluster == 1 and staged is None \
+            and in_dtype != "float32" and PREPARED[0] and hasattr(server, "raw_launcher"):
+        key = (server, m, n, k, batch, a[1], b[1], in_dtype, out_dtype, bool(bias))
+        p = _PREPARED.get(key)
+        if p is None:
+            p = _prepare(server, key)
+        if p is not None and p.launch(a[0], b[0], out, bias):
+            return
     sms = server.info.multiprocessors
     if source is None and in_dtype == "float32":
         bn_auto, persistent_auto = _choose(m, n, batch, sms)
@@ -842,6 +851,72 @@ def _launch(server: Any, a: tuple[int, int], b: tuple[int, int], out: int, bias:
     if persistent:
         units = min(units, sms // cluster)
     server.launch_raw(fn, (units * cluster, 1, 1), (THREADS, 1, 1), args, smem)
+
+
+#: ``_launch``'s (server, m, n, k, batch, a's and b's batch steps, dtypes, bias) -> its
+#: ``_Prepared`` launch (a training step launches the same few dozen products every step)
+_PREPARED: dict[tuple[Any, ...], Any] = {}
+_PREPARED_MAX = 4096
+
+
+class _Prepared:
+    """One product configuration's launch made once: the tile choice, the function and a
+    ``RawLauncher`` whose block holds the sizes; per launch only the two tensor maps (cached
+    per address, ``_tensor_map``) and the output and bias addresses change."""
+
+    __slots__ = ("server", "dtype", "m", "n", "k", "ba", "bb", "sa", "sb", "launcher", "out_v", "bias_v")
+
+    def __init__(self, server: Any, key: tuple[Any, ...], launcher: Any) -> None:
+        _, self.m, self.n, self.k, batch, self.sa, self.sb, self.dtype, _, _ = key
+        self.server = server
+        self.ba, self.bb = (batch if self.sa else 1), (batch if self.sb else 1)
+        self.launcher = launcher
+        self.out_v, self.bias_v = launcher.args[2], launcher.args[3]
+
+    def launch(self, pa: int, pb: int, out: int, bias: int) -> bool:
+        """Launch over these addresses (False: another thread holds the block; launch the
+        general way)."""
+        lr = self.launcher
+        lock = lr.lock
+        if not lock.acquire(False):
+            return False
+        try:
+            server, dtype = self.server, self.dtype
+            ta = _tensor_map(server, dtype, pa, self.k, self.m, self.ba, self.sa, BM)
+            tb = _tensor_map(server, dtype, pb, self.n, self.k, self.bb, self.sb, BK)
+            params = lr.params
+            params[0] = ctypes.addressof(ta)
+            params[1] = ctypes.addressof(tb)
+            self.out_v.value = out
+            self.bias_v.value = bias
+            lr.run()
+        finally:
+            lock.release()
+        return True
+
+
+def _prepare(server: Any, key: tuple[Any, ...]) -> _Prepared | None:
+    """``_launch``'s default configuration for ``key``, prepared (None while the function is
+    still compiling in the tuner's preparation: nothing to keep)."""
+    _, m, n, k, batch, sa, sb, in_dtype, out_dtype, has_bias = key
+    bn, persistent = _choose(m, n, batch, server.info.multiprocessors)
+    staged = out_dtype != "float32"
+    source, smem = _CONFIGS[bn, staged]
+    fn = server.raw_function(source, entry_name(in_dtype, out_dtype, has_bias), smem, WGMMA_ARCH)
+    units = -(-m // BM) * -(-n // bn) * batch
+    if persistent or staged:
+        units = min(units, server.info.multiprocessors)
+    # the maps' slots start at a placeholder: ``_Prepared.launch`` points them at each launch's maps
+    args = [(ctypes.c_uint64 * 16)(), (ctypes.c_uint64 * 16)(), ctypes.c_uint64(0), ctypes.c_uint64(0),
+            ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k), ctypes.c_int32(batch),
+            ctypes.c_int32(1 if sa else 0), ctypes.c_int32(1 if sb else 0)]
+    launcher = server.raw_launcher(fn, (units, 1, 1), (THREADS, 1, 1), args, smem)
+    if launcher is None:
+        return None
+    if len(_PREPARED) >= _PREPARED_MAX:
+        _PREPARED.clear()
+    p = _PREPARED[key] = _Prepared(server, key, launcher)
+    return p
 
 
 def _transpose_b(client: Any, b: tuple[int, int], k: int, n: int, batch: int) -> Any:
@@ -912,9 +987,31 @@ def candidate_valid(a: Any, b: Any) -> bool:
     )
 
 
+#: (a's and b's shapes and strides, out's shape) -> (a's and b's batch steps, entries), or () where
+#: the batch dims do not flatten (``candidate_launch``)
+_FLAT: dict[tuple[Any, ...], tuple[int, ...]] = {}
+
+
 def candidate_launch(backend: Any, a: Any, b: Any, out: Any) -> None:
     """``out[..., :, :] = a[...] @ b[...]`` for operands already expanded to out's batch dims: one
     launch where both operands' batch dims flatten, else one launch per batch entry."""
+    key = (a.shape, a.strides, b.shape, b.strides, out.shape)
+    flat = _FLAT.get(key)
+    if flat is None:
+        batch = out.shape[:-2]
+        sa = _batch_step(batch, a.strides[:-2])
+        sb = _batch_step(batch, b.strides[:-2])
+        flat = (sa, sb, math.prod(batch)) if sa is not None and sb is not None else ()
+        if len(_FLAT) >= _PREPARED_MAX:
+            _FLAT.clear()
+        _FLAT[key] = flat
+    if flat and a.dtype.name != "float32":  # the common case: one launch, its layout part known
+        sa, sb, nb = flat
+        size = a.dtype.itemsize
+        _launch(backend.client.server, (a.buffer.ptr + a.offset * size, sa), (b.buffer.ptr + b.offset * size, sb),
+                out.buffer.ptr + out.offset * out.dtype.itemsize, 0, a.shape[-2], b.shape[-1], a.shape[-1], nb,
+                a.dtype.name, out.dtype.name)
+        return
     batch = out.shape[:-2]
     (m, k), n = a.shape[-2:], b.shape[-1]
     server = backend.client.server
