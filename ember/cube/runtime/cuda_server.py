@@ -544,6 +544,34 @@ class CudaServer(Preparing):
             self.launches += 1
             note(entry)
 
+        if 1 <= n <= 3:
+            # the usual launch (an elementwise or reduce kernel: 1-3 buffers) with its slots
+            # written one by one: no list of addresses, no slice assignment (0.5 of 2.1 us on
+            # the dev box)
+            P = b.ptrs
+            (s0, o0), (s1, o1), (s2, o2) = (pairs + ((0, 0), (0, 0)))[:3]
+
+            def go_small(bufs: list[Any]) -> None:
+                if getattr(_current, "ctx", None) is not ctx:
+                    self.current()
+                if not lock.acquire(False):  # another thread is replaying this very launch
+                    self.launch_ptrs(kernel, [bufs[s].ptr + o for s, o in pairs], info, count)
+                    return
+                try:
+                    P[0] = bufs[s0].ptr + o0
+                    if n > 1:
+                        P[1] = bufs[s1].ptr + o1
+                        if n > 2:
+                            P[2] = bufs[s2].ptr + o2
+                    err = launch(hp, cx, cy, cz, bx, by, bz, 0, sp, pp, None)
+                finally:
+                    lock.release()
+                if err:
+                    _launch_failed(self, kernel, cx, cy, cz, err)
+                self.launches += 1
+                note(entry)
+
+            go = go_small
         go.block = b  # type: ignore[attr-defined]  # (its parameter block, for tests)
         return go
 
