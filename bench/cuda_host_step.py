@@ -48,8 +48,11 @@ def parse() -> argparse.Namespace:
     p.add_argument("--top", type=int, default=50, help="rows of --profile")
     p.add_argument("--families", type=int, default=25, help="rows of the launches-per-family table")
     p.add_argument("--ab", type=int, default=0, metavar="N",
-                   help="A/B in this process: N pairs of steps, alternately with the prepared hand-written "
-                        "launches off (A: cuda_kernels.transpose.PREPARED) and on (B)")
+                   help="A/B in this process: N pairs of steps, alternately with --knob off (A) and on (B)")
+    p.add_argument("--knob", default="prepared", choices=["prepared", "transposed"],
+                   help="what --ab switches: the prepared hand-written launches (cuda_kernels.transpose.PREPARED) "
+                        "or the wgmma kernel reading transposed operands in place (cuda_kernels.wgmma.TRANSPOSED, "
+                        "else copied row-major)")
     p.add_argument("--fake-tuning", action="store_true",
                    help="let the tuner time candidates on the fake (which times every launch alike, so it "
                         "prefers fewer launches) instead of taking the H200's winners (see h200_choices)")
@@ -68,9 +71,10 @@ import ember  # noqa: E402
 FAKE = fake_driver.install(DEFAULT_DIR)
 import train as T  # noqa: E402
 
-#: tunable set -> the candidate the H200 picks for this workload's products
-#: (bench/results/gpu_2026-12-02_h200-s10-profile.md: every matmul ran the wgmma kernel)
-H200_WINNERS = {"matmul": "wgmma", "matmul_epilogue": "wgmma_bias_gelu"}
+#: tunable set -> the candidates the H200 picks for this workload's products, the first valid one
+#: (bench/results/gpu_2026-12-02_h200-s10-profile.md: every matmul ran the wgmma kernel, an
+#: epilogue other than bias + GELU as its own kernel after it)
+H200_WINNERS = {"matmul": ("wgmma",), "matmul_epilogue": ("wgmma_bias_gelu", "separate")}
 
 
 def h200_choices() -> None:
@@ -83,11 +87,11 @@ def h200_choices() -> None:
     decide = tuner._decide
 
     def _decide(client: Any, tset: Any, lvl: Any, key: Any, mk: Any, args: Any, defer: bool = False) -> Any:
-        name = H200_WINNERS.get(tset.name)
-        w = tset.by_name(name) if name else None
-        if w is not None and (w.valid is None or w.valid(*args)):
-            tuner._decisions[mk] = w
-            return w, "memory", None
+        for name in H200_WINNERS.get(tset.name, ()):
+            w = tset.by_name(name)
+            if w is not None and (w.valid is None or w.valid(*args)):
+                tuner._decisions[mk] = w
+                return w, "memory", None
         return decide(client, tset, lvl, key, mk, args, defer)
 
     tuner._decide = _decide
@@ -176,9 +180,11 @@ def ab(w: Any, pairs: int) -> None:
     median of each arm (a busy spell of the shared machine costs both arms alike)."""
     import statistics
 
-    from ember.backends.cube.cuda_kernels import transpose
+    from ember.backends.cube import matmul
+    from ember.backends.cube.cuda_kernels import transpose, wgmma
 
-    knob = transpose.PREPARED
+    knob = transpose.PREPARED if args.knob == "prepared" else wgmma.TRANSPOSED
+    was = knob[0]
     got: dict[str, list[float]] = {"A": [], "B": []}
     inner: dict[str, list[float]] = {"A": [], "B": []}
     replay: dict[str, list[float]] = {"A": [], "B": []}
@@ -187,6 +193,7 @@ def ab(w: Any, pairs: int) -> None:
     for i in range(2 * pairs + 2):
         arm = "AB"[i % 2]
         knob[0] = arm == "B"
+        matmul._WGMMA_LAYOUTS.clear()  # each operand layout decided anew under the knob
         c0 = FAKE.counts()["launches"]
         m0, n0 = _IN_MATMUL
         r0 = _IN_REPLAY[0]
@@ -197,9 +204,12 @@ def ab(w: Any, pairs: int) -> None:
             replay[arm].append(_IN_REPLAY[0] - r0)
         launches[arm] = FAKE.counts()["launches"] - c0
         calls[arm] = _IN_MATMUL[1] - n0
-    knob[0] = True
-    print(f"A/B over {pairs} pairs (CPU ms per step, load average {os.getloadavg()[0]:.2f}):")
-    for arm, label in (("A", "general launch path"), ("B", "prepared launches")):
+    knob[0] = was
+    matmul._WGMMA_LAYOUTS.clear()
+    print(f"A/B of --knob {args.knob} over {pairs} pairs (CPU ms per step, load average {os.getloadavg()[0]:.2f}):")
+    labels = {"prepared": ("general launch path", "prepared launches"),
+              "transposed": ("row-major copies", "transposed in place")}[args.knob]
+    for arm, label in zip("AB", labels):
         v = got[arm]
         u = inner[arm]
         print(f"  {arm} {label:<22} step min {min(v) * 1e3:7.2f}  median {statistics.median(v) * 1e3:7.2f}; "

@@ -462,7 +462,7 @@ def test_wgmma_operand_checks_are_made_once_per_layout():
     M._WGMMA_LAYOUTS.clear()
     calls = []
     real = W.candidate_valid
-    W.candidate_valid = lambda a, b: calls.append(1) or real(a, b)
+    W.candidate_valid = lambda *args: calls.append(1) or real(*args)
     try:
         for ptr in (1 << 20, 9 << 20):
             a = _tensor(client, (128, 64), ptr=ptr)
@@ -477,3 +477,96 @@ def test_wgmma_operand_checks_are_made_once_per_layout():
         W.candidate_valid = real
         M._WGMMA_LAYOUTS.clear()
         W._PREPARED.clear()
+
+
+# --------------------------------------------------------------------------- transposed operands
+@pytest.mark.parametrize("a_mn,b_k", [(False, True), (True, False), (True, True)])
+def test_transposed_layout_variants_compile_for_sm_90a_without_warnings(a_mn, b_k):
+    """The operand-layout variants (``wgmma_source(a_mn=, b_k=)``): every entry, suffixed, for the
+    wide staged config a training step's bf16 products take; the row-major source is unchanged."""
+    nv = nvrtc_or_skip()
+    src, smem = W.layout_config(W.BN, True, a_mn, b_k)
+    assert f"#define EM_A_MN {int(a_mn)}\n" in src and f"#define EM_B_K {int(b_k)}\n" in src
+    assert smem == W._CONFIGS[W.BN, True][1] and W.layout_config(W.BN, True, False, False) == W._CONFIGS[W.BN, True]
+    cubin, log = nv.compile(src, "em_wgmma", W.WGMMA_ARCH)
+    for entry in W.entries(a_mn, b_k):
+        assert entry.encode() in cubin and entry.endswith(W.layout_suffix(a_mn, b_k)), entry
+    assert "warning" not in log.lower(), log
+    with pytest.raises(ValueError):
+        W.wgmma_source(tf32=True, b_k=True)
+
+
+def test_layout_suffixes_and_wgmma_instruction_bits():
+    assert [W.layout_suffix(*f) for f in ((0, 0), (1, 0), (0, 1), (1, 1))] == ["", "_at", "_bt", "_atbt"]
+    assert W.entry_name("bfloat16", "bfloat16", True, b_k=True) == "em_wgmma_bf16_bf16_bias_gelu_bt"
+    # imm-trans-a, imm-trans-b: the default reads B N-major (its bit set), b_k K-major (cleared)
+    assert W._wgmma_fn(256, "bf16").count("p, 1, 1, 0, 1;") == 1
+    assert W._wgmma_fn(256, "bf16", a_mn=True, b_k=True).count("p, 1, 1, 1, 0;") == 1
+
+
+class _HashClient:
+    runtime = "cuda"
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_transposed_operands_are_read_in_place_or_copied(transposed):
+    """``x @ w.T`` (B K-major) and ``x.T @ g`` (A M-major): with ``TRANSPOSED`` one wgmma launch of
+    the suffixed entry, B's map over w as stored ((k, n): K-major boxes of 64 rows) or A's over
+    x as stored ((m, k): 64-column boxes of BK rows); without it a transpose copy first."""
+    from ember.backends.cube import matmul as M
+
+    server = _LaunchingServer()
+    client = _HashClient()
+    client.server = server
+    backend = SimpleNamespace(client=client, _empty=lambda shape, dtype: _tensor(client, shape, dtype, ptr=9 << 20))
+    m, k, n = 256, 192, 384
+    x = _tensor(client, (m, k), ptr=1 << 20)
+    w = _tensor(client, (n, k), ptr=2 << 20)
+    g = _tensor(client, (m, n), ptr=3 << 20)
+    cases = [
+        (x, w.with_layout((k, n), (1, k), 0), (m, n), "_bt",
+         lambda e: e["dims"] == [k, n, 1] and e["box"] == [64, 64, 1]),
+        (x.with_layout((k, m), (1, k), 0), g, (k, n), "_at",
+         lambda e: e["dims"] == [k, m, 1] and e["box"] == [64, W.BK, 1]),
+    ]
+    was = W.TRANSPOSED[0]
+    W.TRANSPOSED[0] = transposed
+    try:
+        for a, b, oshape, suffix, want_map in cases:
+            M._WGMMA_LAYOUTS.clear()
+            W._MAPS.clear()
+            server.records.clear()
+            server.cu.encodes.clear()
+            out = _tensor(client, oshape, ptr=4 << 20)
+            M._launch_wgmma(backend, a, b, out)
+            names = [r[0] for r in server.records]
+            if transposed:
+                assert names == ["em_wgmma_bf16_bf16" + suffix]
+                assert any(want_map(e) and e["addr"] in (1 << 20, 2 << 20) for e in server.cu.encodes)
+            else:
+                assert names == ["em_transpose_b16", "em_wgmma_bf16_bf16"]
+    finally:
+        W.TRANSPOSED[0] = was
+        M._WGMMA_LAYOUTS.clear()
+        W._PREPARED.clear()
+        W._MAPS.clear()
+
+
+def test_transposed_layouts_need_16_bit_types_and_whole_16_byte_rows():
+    client = _HashClient()
+    client.server = _FakeServer()
+    was = W.TRANSPOSED[0]
+    W.TRANSPOSED[0] = True
+    try:
+        aT = _tensor(client, (64, 128), strides=(1, 64))  # (m, k) = (64, 128) stored (128, 64)
+        bT = _tensor(client, (128, 256), strides=(1, 128))
+        assert W.transposed_layouts(aT, bT) == (True, True) and W.candidate_valid(aT, bT, True, True)
+        assert not W.candidate_valid(aT, bT)  # read as row-major they are not
+        odd = _tensor(client, (60, 128), strides=(1, 60))  # rows of A^T: 120 bytes
+        assert W.transposed_layouts(odd, bT)[0] is False
+        f32 = _tensor(client, (64, 128), dt.float32, strides=(1, 64))
+        assert W.transposed_layouts(f32, bT) == (False, False)
+        W.TRANSPOSED[0] = False
+        assert W.transposed_layouts(aT, bT) == (False, False)
+    finally:
+        W.TRANSPOSED[0] = was

@@ -424,15 +424,19 @@ def _launch_wgmma(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -
     if hit is None:
         from .cuda_kernels import wgmma as cuda_wgmma
 
-        ra, rb = _as_row_major(backend, a, False), _as_row_major(backend, b, False)
-        hit = (cuda_wgmma.candidate_valid(ra, rb), ra is not a, rb is not b, cuda_wgmma)
+        # an operand the kernel reads transposed (``TRANSPOSED``) is taken as it is, any other
+        # layout than row-major is copied row-major first
+        a_mn, b_k = cuda_wgmma.transposed_layouts(a, b)
+        ra = a if a_mn else _as_row_major(backend, a, False)
+        rb = b if b_k else _as_row_major(backend, b, False)
+        hit = (cuda_wgmma.candidate_valid(ra, rb, a_mn, b_k), ra is not a, rb is not b, cuda_wgmma, a_mn, b_k)
         if len(_WGMMA_LAYOUTS) >= _WGMMA_LAYOUTS_MAX:
             _WGMMA_LAYOUTS.clear()
         _WGMMA_LAYOUTS[key] = hit
-    valid, copy_a, copy_b, cuda_wgmma = hit
+    valid, copy_a, copy_b, cuda_wgmma, a_mn, b_k = hit
     if valid:
         cuda_wgmma.candidate_launch(backend, _as_row_major(backend, a, True) if copy_a else a,
-                                    _as_row_major(backend, b, True) if copy_b else b, out)
+                                    _as_row_major(backend, b, True) if copy_b else b, out, a_mn, b_k)
     else:
         _launch_tiled(backend, a, b, out)
 
