@@ -73,12 +73,13 @@ def _ptxas_report(source: str) -> str:
 
 
 @pytest.mark.parametrize("bn,stages", [(W.BN, W.STAGES_STAGED), (W.BN_NARROW, W.STAGES_NARROW_STAGED)])
-def test_staged_entries_spill_nothing(bn, stages):
+@pytest.mark.parametrize("a_mn,b_k", [(False, False), (True, False), (False, True)])
+def test_staged_entries_spill_nothing(bn, stages, a_mn, b_k):
     """The drain warps keep their bias chunk and 8 GELU values in flight within the producer
     warpgroup's register budget (EM_PREGS): with 40 registers ptxas spilled a value to local
-    memory, reloaded per tile."""
+    memory, reloaded per tile. The operand-layout variants change only loads and descriptors."""
     nvrtc_or_skip()
-    log = _ptxas_report(W.wgmma_source(bn, stages, staged=True))
+    log = _ptxas_report(W.wgmma_source(bn, stages, staged=True, a_mn=a_mn, b_k=b_k))
     spills = [line for line in log.splitlines() if "spill" in line]
     assert len(spills) == len(W.entries()), log
     assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in spills), log
