@@ -16,8 +16,10 @@ ones after it):
   time   GPT-2-small's products at batch 8 x 1024 (bf16): ``x.T @ g`` and ``x @ w.T`` through the
          matmul candidate (``matmul._launch_wgmma``) with the variants against copy + row-major
          (device time, events around queued calls)
-  step   bench/train.py's gpt2-small bf16 step, A/B in one process: steps alternately with the
-         variants off and on (wall ms, median of 5 each, after a warm-up unit that compiles)
+  step   bench/train.py's gpt2-small bf16 step in one process, steps rotating over three arms:
+         the general launch path with row-major copies (as before session 11), prepared launches
+         with copies (the default), prepared launches with the variants; host enqueue (the step's
+         Python, no read) and the whole step, medians of 5, after warm-up units that compile
 
 Exit status 0 when every phase run passed (the check found no difference).
 """
@@ -162,29 +164,42 @@ def phase_step() -> int:
 
     import ember
     from ember.backends.cube import matmul as M
+    from ember.backends.cube.cuda_kernels import transpose as TR
     from ember.backends.cube.cuda_kernels import wgmma as W
 
     args = argparse.Namespace(gpt_config="gpt2-small", amp="bf16")
     torch.manual_seed(0)
     tw = T.Workload(torch, "gpt", torch.device("cuda"), args)
     ew = T.Workload(ember, "gpt", ember.Device.parse("cuda").autodiff(), args, torch_twin=tw)
+    # (name, prepared launches, transposed operands in place)
+    arms = (("general launches, copies", False, False), ("prepared, copies", True, False),
+            ("prepared, in place", True, True))
+
+    def arm(prepared: bool, transposed: bool) -> None:
+        TR.PREPARED[0], W.TRANSPOSED[0] = prepared, transposed
+        M._WGMMA_LAYOUTS.clear()
+
     t = time.perf_counter()
-    for on in (False, True):
-        W.TRANSPOSED[0] = on
-        M._WGMMA_LAYOUTS.clear()
+    for _, p, tr in arms:
+        arm(p, tr)
         ew.run()
         ew.run()
-    print(f"step: warm-up (compiles, both arms) {time.perf_counter() - t:.1f} s", flush=True)
-    got: dict[bool, list[float]] = {False: [], True: []}
-    for i in range(10):
-        on = bool(i % 2)
-        W.TRANSPOSED[0] = on
-        M._WGMMA_LAYOUTS.clear()
+    print(f"step: warm-up (compiles, every arm) {time.perf_counter() - t:.1f} s", flush=True)
+    x, y = ew.data[0]
+    enq: dict[str, list[float]] = {name: [] for name, _, _ in arms}
+    full: dict[str, list[float]] = {name: [] for name, _, _ in arms}
+    for i in range(15):
+        name, p, tr = arms[i % 3]
+        arm(p, tr)
         T.sync(ember, ew.dev)
         t = time.perf_counter()
-        ew.run()
+        loss = ew.step(x, y)
+        t1 = time.perf_counter()
+        loss.item()
         T.sync(ember, ew.dev)
-        got[on].append(time.perf_counter() - t)
+        enq[name].append(t1 - t)
+        full[name].append(time.perf_counter() - t)
+    arm(True, False)
     tt = []
     for _ in range(5):
         T.sync(torch, tw.dev)
@@ -192,9 +207,10 @@ def phase_step() -> int:
         tw.run()
         T.sync(torch, tw.dev)
         tt.append(time.perf_counter() - t)
-    print(f"step gpt2-small bf16: ember copies {statistics.median(got[False]) * 1e3:.1f} ms, in place "
-          f"{statistics.median(got[True]) * 1e3:.1f} ms (medians of 5), torch {statistics.median(tt) * 1e3:.1f} ms",
-          flush=True)
+    for name, _, _ in arms:
+        print(f"step gpt2-small bf16, {name:26}: host enqueue {statistics.median(enq[name]) * 1e3:6.1f} ms, "
+              f"step {statistics.median(full[name]) * 1e3:6.1f} ms (medians of 5)", flush=True)
+    print(f"step gpt2-small bf16, torch eager: {statistics.median(tt) * 1e3:.1f} ms", flush=True)
     return 0
 
 
