@@ -418,6 +418,13 @@ def run_check(
                 name = f"em_wgmma_n{bn}" + ("_staged" if staged else "")
                 pipes.append(_Rendered(None, name, CompiledSource(name, text, "cuda", [], []), arch=WGMMA_ARCH))
                 rep.kernels += 1
+            from .backends.cube.cuda_kernels.wgmma import layout_configs, layout_suffix
+
+            # the operand-layout variants (transposed operands read in place)
+            for (bn, staged, a_mn, b_k), (text, _) in layout_configs().items():
+                name = f"em_wgmma_n{bn}" + ("_staged" if staged else "") + layout_suffix(a_mn, b_k)
+                pipes.append(_Rendered(None, name, CompiledSource(name, text, "cuda", [], []), arch=WGMMA_ARCH))
+                rep.kernels += 1
             from .backends.cube.cuda_kernels.wgmma import _CONFIGS_TF32
 
             for bn, (text, _) in _CONFIGS_TF32.items():

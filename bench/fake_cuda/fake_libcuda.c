@@ -40,7 +40,7 @@ unsigned long long fake_dtoh_bytes = 0;
 
 /* The function handle of each of the last FAKE_RING launches (slot = launch number % FAKE_RING):
  * driver.py maps handles back to kernel names to say which kernels a call launched. */
-#define FAKE_RING 1024
+#define FAKE_RING 16384
 unsigned long long fake_ring[FAKE_RING];
 unsigned long long fake_ring_size = FAKE_RING;
 

@@ -187,28 +187,32 @@ def test_blocks_from_two_threads_do_not_mix(monkeypatch):
     assert len(got) == 800 and got == sorted(expected)
 
 
-def test_a_replayer_launches_its_step_over_the_buffers_of_each_call(monkeypatch):
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 6])
+def test_a_replayer_launches_its_step_over_the_buffers_of_each_call(monkeypatch, n):
     """A captured launch made ready once (``CudaServer.replayer``, its slots and byte offsets
-    bound): each call launches over ``bufs[slot].ptr + offset`` of that call's buffers with the
-    captured info words; a call while its block is busy (another thread) takes the shared path
-    with the same arguments; a failed launch raises and leaves the block free."""
-    fake = _FastFake(3, 1)
+    bound; 1-3 buffers take the slot-by-slot closure, more the general one): each call launches
+    over ``bufs[slot].ptr + offset`` of that call's buffers with the captured info words; a call
+    while its block is busy (another thread) takes the shared path with the same arguments; a
+    failed launch raises and leaves the block free."""
+    fake = _FastFake(n, 1)
     s = _server(fake, monkeypatch)
     k = _kernel(True)
     count = types.SimpleNamespace(x=4, y=2, z=1)
     info = _info(77)
     rng = np.random.default_rng()
-    slots = tuple(int(x) for x in rng.permutation(4)[:3])
-    offsets = tuple(int(x) for x in rng.integers(0, 16, 3) * 4)
+    slots = tuple(int(x) for x in rng.permutation(n + 1)[:n])
+    offsets = tuple(int(x) for x in rng.integers(0, 16, n) * 4)
     go = s.replayer(k, info, count, slots, offsets)
     assert go is not None
     want = []
     for _ in range(5):
-        arrays = [np.empty(64, np.uint8) for _ in range(4)]
+        arrays = [np.empty(64, np.uint8) for _ in range(n + 1)]
         bufs = [types.SimpleNamespace(ptr=a.ctypes.data) for a in arrays]
         go(bufs)
         want.append((tuple(bufs[sl].ptr + o for sl, o in zip(slots, offsets)), (77,), (4, 2, 1)))
     assert fake.launches == want and s.launches == 5
+    if n != 3:
+        return
     go = s.replayer(k, info, count, (2, 1, 0), (0, 4, 8))
     lock = go.block.lock
     arrays = [np.empty(64, np.uint8) for _ in range(3)]

@@ -106,9 +106,10 @@ def test_compile_check_subset_covers_every_family_and_compiles():
     # the sample, plus the hand-written kernels: mma.sync (f16/bf16 and tf32), the SGEMM tiles,
     # and every wgmma tile config compiled for sm_90a
     from ember.backends.cube.cuda_kernels.sgemm import SGEMM_TILES
-    from ember.backends.cube.cuda_kernels.wgmma import _CONFIGS, _CONFIGS_TF32
+    from ember.backends.cube.cuda_kernels.wgmma import _CONFIGS, _CONFIGS_TF32, layout_configs
 
-    hand_written = 3 + len(SGEMM_TILES) + len(_CONFIGS) + len(_CONFIGS_TF32)  # mma, mma tf32, transposes
+    # mma, mma tf32, transposes; every wgmma config, its operand-layout variants and tf32's
+    hand_written = 3 + len(SGEMM_TILES) + len(_CONFIGS) + len(layout_configs()) + len(_CONFIGS_TF32)
     assert rep.ops > 1000 and rep.compiled == rep.kernels == 40 + hand_written
 
 

@@ -73,12 +73,13 @@ def _ptxas_report(source: str) -> str:
 
 
 @pytest.mark.parametrize("bn,stages", [(W.BN, W.STAGES_STAGED), (W.BN_NARROW, W.STAGES_NARROW_STAGED)])
-def test_staged_entries_spill_nothing(bn, stages):
+@pytest.mark.parametrize("a_mn,b_k", [(False, False), (True, False), (False, True)])
+def test_staged_entries_spill_nothing(bn, stages, a_mn, b_k):
     """The drain warps keep their bias chunk and 8 GELU values in flight within the producer
     warpgroup's register budget (EM_PREGS): with 40 registers ptxas spilled a value to local
-    memory, reloaded per tile."""
+    memory, reloaded per tile. The operand-layout variants change only loads and descriptors."""
     nvrtc_or_skip()
-    log = _ptxas_report(W.wgmma_source(bn, stages, staged=True))
+    log = _ptxas_report(W.wgmma_source(bn, stages, staged=True, a_mn=a_mn, b_k=b_k))
     spills = [line for line in log.splitlines() if "spill" in line]
     assert len(spills) == len(W.entries()), log
     assert all(" 0 bytes spill stores, 0 bytes spill loads" in line for line in spills), log
@@ -320,3 +321,253 @@ def test_transposed_operands_are_copied_row_major_keeping_broadcast_batches():
         np.testing.assert_array_equal(np.asarray(bk.into_data(copy)), want)
     a = bk.from_data(rng.standard_normal((2, 8, 16)).astype(np.float32), dt.float32)
     assert _as_row_major(bk, a, True) is a
+
+
+# --------------------------------------------------------------------------- prepared launches
+_WGMMA_ARG_SIZES = (128, 128, 8, 8, 4, 4, 4, 4, 4, 4)
+_TRANSPOSE_ARG_SIZES = (8, 8, 4, 4, 8)
+
+
+class _LaunchingServer(_FakeServer):
+    """A ``_FakeServer`` whose prepared launches run through the runtime's own ``RawLauncher``:
+    its ``cuLaunchKernel`` (the cuda-bindings route, no ctypes driver) records the bytes each
+    parameter slot points at when the launch is made, as ``launch_raw`` records its arguments'."""
+
+    def __init__(self):
+        from collections import deque
+
+        from ember.cube.runtime.cuda_driver import _current
+
+        super().__init__()
+        self._raw_names, self._fast, self.stream, self.ctx = {}, None, "stream", object()
+        self.recent, self.prepared_runs = deque(maxlen=8), 0
+        self.records, self.launches = [], 0  # the runtime's launch counter is an int
+        _current.ctx = self.ctx
+        self.cu.cuLaunchKernel = self._record
+
+    def current(self):
+        from ember.cube.runtime.cuda_driver import _current
+
+        _current.ctx = self.ctx
+
+    def launch_raw(self, fn, grid, block, args, smem):
+        self.records.append((fn, grid, block, args, smem))
+
+    def raw_launcher(self, fn, grid, block, args, smem=0):
+        from ember.cube.runtime.cuda_server import CudaServer
+
+        return CudaServer.raw_launcher(self, fn, grid, block, args, smem)
+
+    def _record(self, fn, gx, gy, gz, bx, by, bz, smem, stream, params_addr, extra):  # noqa: N802
+        sizes = _WGMMA_ARG_SIZES if str(fn).startswith("em_wgmma") else _TRANSPOSE_ARG_SIZES
+        slots = (ctypes.c_void_p * len(sizes)).from_address(params_addr)
+        self.records.append((fn, (gx, gy, gz), (bx, by, bz), [ctypes.string_at(p, n) for p, n in zip(slots, sizes)],
+                             smem))
+        self.prepared_runs += 1
+        return (0,)
+
+
+def _as_bytes(launches):
+    """``launch_raw`` records (fn, grid, block, ctypes args, smem): the args as their bytes."""
+    return [(fn, tuple(grid), tuple(block), [bytes(a) if not isinstance(a, bytes) else a for a in args], smem)
+            for fn, grid, block, args, smem in launches]
+
+
+@pytest.mark.parametrize("m,k,n,batch,sb,dtype,out_dtype,bias", [
+    (300, 72, 520, 1, 0, dt.bfloat16, dt.float32, False),
+    (512, 768, 2304, 1, 0, dt.bfloat16, dt.bfloat16, False),
+    (128, 64, 256, 3, 0, dt.float16, dt.float16, False),
+    (256, 128, 384, 2, 1, dt.bfloat16, dt.bfloat16, False),
+    (512, 768, 3072, 1, 0, dt.bfloat16, dt.bfloat16, True),
+])
+def test_prepared_launch_hands_the_driver_the_general_paths_parameters(m, k, n, batch, sb, dtype, out_dtype, bias):
+    """A product launched through its prepared ``RawLauncher`` gives the driver the function,
+    grid, block, shared memory and parameter bytes (tensor maps included) that the general path
+    gives it, at every address the operands move to; the second launch of a configuration
+    reuses its launcher and the cached maps."""
+    from ember.backends.cube.cuda_kernels import transpose as T
+
+    general, prepared = _FakeServer(), _LaunchingServer()
+    bstep = k * n if sb else 0
+    # three launches of one configuration over different operand and output addresses
+    addrs = [((1 << 20) + i * (1 << 24), (2 << 20) + i * (1 << 24), (3 << 20) + i * (1 << 24)) for i in (0, 1, 0)]
+    got = {}
+    for server, knob in ((general, False), (prepared, True)):
+        W._MAPS.clear()
+        W._PREPARED.clear()
+        T.PREPARED[0] = knob
+        try:
+            for pa, pb, po in addrs:
+                W._launch(server, (pa, m * k if batch > 1 else 0), (pb, bstep), po, (4 << 20) if bias else 0, m, n, k,
+                          batch, dtype.name, out_dtype.name)
+        finally:
+            T.PREPARED[0] = True
+        got[knob] = (_as_bytes(getattr(server, "records", server.launches)), [e["addr"] for e in server.cu.encodes])
+    assert prepared.prepared_runs == prepared.launches == 3 and len(W._PREPARED) == 1
+    assert got[True] == got[False]
+    # the maps' words differ per address (the fake encoder numbers them): the slots moved with them
+    assert len({bytes(lz[3][0]) for lz in got[True][0]}) == 2
+    W._PREPARED.clear()
+
+
+def test_prepared_launch_falls_back_while_another_thread_holds_it():
+    server = _LaunchingServer()
+    W._MAPS.clear()
+    W._PREPARED.clear()
+    W._launch(server, (1 << 20, 0), (2 << 20, 0), 3 << 20, 0, 256, 256, 64, 1, "bfloat16", "bfloat16")
+    (p,) = W._PREPARED.values()
+    with p.launcher.lock:
+        W._launch(server, (5 << 20, 0), (6 << 20, 0), 7 << 20, 0, 256, 256, 64, 1, "bfloat16", "bfloat16")
+    assert server.prepared_runs == 1 and len(server.records) == 2
+    (fn1, grid1, block1, args1, smem1), (fn2, grid2, block2, args2, smem2) = _as_bytes(server.records)
+    assert (fn1, grid1, block1, smem1) == (fn2, grid2, block2, smem2)
+    assert args2[2] == (7 << 20).to_bytes(8, "little")  # the general path launched with its own arguments
+    W._PREPARED.clear()
+
+
+def test_prepared_transpose_matches_the_general_path():
+    from ember.backends.cube.cuda_kernels import transpose as T
+
+    got = {}
+    for knob in (False, True):
+        server = _LaunchingServer()
+        client = SimpleNamespace(runtime="cuda", server=server)
+        T._PREPARED.clear()
+        T.PREPARED[0] = knob
+        try:
+            for ptr in (1 << 20, 5 << 20):
+                t = _tensor(client, (3, 64, 96), ptr=ptr, strides=(64 * 96, 1, 64))
+                out = _tensor(client, (3, 64, 96), ptr=ptr + (1 << 22))
+                assert T.supports(t)
+                T.transpose(client, t, out)
+        finally:
+            T.PREPARED[0] = True
+        got[knob] = _as_bytes(server.records)
+        assert server.prepared_runs == (2 if knob else 0)
+    assert got[True] == got[False] and got[True][0][3] != got[True][1][3]
+    T._PREPARED.clear()
+
+
+def test_wgmma_operand_checks_are_made_once_per_layout():
+    """``_launch_wgmma`` (the matmul candidate) checks a layout once: the same layout at another
+    address launches without the checks, a misaligned address is a layout of its own."""
+    from ember.backends.cube import matmul as M
+
+    class Client:  # hashable, as the runtime's clients are (the layout cache keys on the client)
+        runtime = "cuda"
+
+    server = _LaunchingServer()
+    client = Client()
+    client.server = server
+    backend = SimpleNamespace(client=client)
+    M._WGMMA_LAYOUTS.clear()
+    calls = []
+    real = W.candidate_valid
+    W.candidate_valid = lambda *args: calls.append(1) or real(*args)
+    try:
+        for ptr in (1 << 20, 9 << 20):
+            a = _tensor(client, (128, 64), ptr=ptr)
+            b = _tensor(client, (64, 256), ptr=ptr + (1 << 21))
+            out = _tensor(client, (128, 256), ptr=ptr + (1 << 22))
+            M._launch_wgmma(backend, a, b, out)
+        assert len(calls) == 1 and len(server.records) == 2
+        a = _tensor(client, (128, 64), ptr=(1 << 20) + 8)  # 8 bytes off: TMA refuses it, the tiled kernel runs
+        assert not W.candidate_valid(a, b)
+        assert len(M._WGMMA_LAYOUTS) == 1
+    finally:
+        W.candidate_valid = real
+        M._WGMMA_LAYOUTS.clear()
+        W._PREPARED.clear()
+
+
+# --------------------------------------------------------------------------- transposed operands
+@pytest.mark.parametrize("a_mn,b_k", [(False, True), (True, False), (True, True)])
+def test_transposed_layout_variants_compile_for_sm_90a_without_warnings(a_mn, b_k):
+    """The operand-layout variants (``wgmma_source(a_mn=, b_k=)``): every entry, suffixed, for the
+    wide staged config a training step's bf16 products take; the row-major source is unchanged."""
+    nv = nvrtc_or_skip()
+    src, smem = W.layout_config(W.BN, True, a_mn, b_k)
+    assert f"#define EM_A_MN {int(a_mn)}\n" in src and f"#define EM_B_K {int(b_k)}\n" in src
+    assert smem == W._CONFIGS[W.BN, True][1] and W.layout_config(W.BN, True, False, False) == W._CONFIGS[W.BN, True]
+    cubin, log = nv.compile(src, "em_wgmma", W.WGMMA_ARCH)
+    for entry in W.entries(a_mn, b_k):
+        assert entry.encode() in cubin and entry.endswith(W.layout_suffix(a_mn, b_k)), entry
+    assert "warning" not in log.lower(), log
+    with pytest.raises(ValueError):
+        W.wgmma_source(tf32=True, b_k=True)
+
+
+def test_layout_suffixes_and_wgmma_instruction_bits():
+    assert [W.layout_suffix(*f) for f in ((0, 0), (1, 0), (0, 1), (1, 1))] == ["", "_at", "_bt", "_atbt"]
+    assert W.entry_name("bfloat16", "bfloat16", True, b_k=True) == "em_wgmma_bf16_bf16_bias_gelu_bt"
+    # imm-trans-a, imm-trans-b: the default reads B N-major (its bit set), b_k K-major (cleared)
+    assert W._wgmma_fn(256, "bf16").count("p, 1, 1, 0, 1;") == 1
+    assert W._wgmma_fn(256, "bf16", a_mn=True, b_k=True).count("p, 1, 1, 1, 0;") == 1
+
+
+class _HashClient:
+    runtime = "cuda"
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_transposed_operands_are_read_in_place_or_copied(transposed):
+    """``x @ w.T`` (B K-major) and ``x.T @ g`` (A M-major): with ``TRANSPOSED`` one wgmma launch of
+    the suffixed entry, B's map over w as stored ((k, n): K-major boxes of 64 rows) or A's over
+    x as stored ((m, k): 64-column boxes of BK rows); without it a transpose copy first."""
+    from ember.backends.cube import matmul as M
+
+    server = _LaunchingServer()
+    client = _HashClient()
+    client.server = server
+    backend = SimpleNamespace(client=client, _empty=lambda shape, dtype: _tensor(client, shape, dtype, ptr=9 << 20))
+    m, k, n = 256, 192, 384
+    x = _tensor(client, (m, k), ptr=1 << 20)
+    w = _tensor(client, (n, k), ptr=2 << 20)
+    g = _tensor(client, (m, n), ptr=3 << 20)
+    cases = [
+        (x, w.with_layout((k, n), (1, k), 0), (m, n), "_bt",
+         lambda e: e["dims"] == [k, n, 1] and e["box"] == [64, 64, 1]),
+        (x.with_layout((k, m), (1, k), 0), g, (k, n), "_at",
+         lambda e: e["dims"] == [k, m, 1] and e["box"] == [64, W.BK, 1]),
+    ]
+    was = W.TRANSPOSED[0]
+    W.TRANSPOSED[0] = transposed
+    try:
+        for a, b, oshape, suffix, want_map in cases:
+            M._WGMMA_LAYOUTS.clear()
+            W._MAPS.clear()
+            server.records.clear()
+            server.cu.encodes.clear()
+            out = _tensor(client, oshape, ptr=4 << 20)
+            M._launch_wgmma(backend, a, b, out)
+            names = [r[0] for r in server.records]
+            if transposed:
+                assert names == ["em_wgmma_bf16_bf16" + suffix]
+                assert any(want_map(e) and e["addr"] in (1 << 20, 2 << 20) for e in server.cu.encodes)
+            else:
+                assert names == ["em_transpose_b16", "em_wgmma_bf16_bf16"]
+    finally:
+        W.TRANSPOSED[0] = was
+        M._WGMMA_LAYOUTS.clear()
+        W._PREPARED.clear()
+        W._MAPS.clear()
+
+
+def test_transposed_layouts_need_16_bit_types_and_whole_16_byte_rows():
+    client = _HashClient()
+    client.server = _FakeServer()
+    was = W.TRANSPOSED[0]
+    W.TRANSPOSED[0] = True
+    try:
+        aT = _tensor(client, (64, 128), strides=(1, 64))  # (m, k) = (64, 128) stored (128, 64)
+        bT = _tensor(client, (128, 256), strides=(1, 128))
+        assert W.transposed_layouts(aT, bT) == (True, True) and W.candidate_valid(aT, bT, True, True)
+        assert not W.candidate_valid(aT, bT)  # read as row-major they are not
+        odd = _tensor(client, (60, 128), strides=(1, 60))  # rows of A^T: 120 bytes
+        assert W.transposed_layouts(odd, bT)[0] is False
+        f32 = _tensor(client, (64, 128), dt.float32, strides=(1, 64))
+        assert W.transposed_layouts(f32, bT) == (False, False)
+        W.TRANSPOSED[0] = False
+        assert W.transposed_layouts(aT, bT) == (False, False)
+    finally:
+        W.TRANSPOSED[0] = was

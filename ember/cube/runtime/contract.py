@@ -20,7 +20,8 @@ thread's launches run nothing (the tuner's preparing; always False where there i
 
 Hand-written CUDA sources (``backends/cube/cuda_kernels``) are not ``@cube`` kernels: the CUDA
 server takes them as ``raw_function(source, entry, dynamic_smem, arch)`` then
-``launch_raw(fn, grid, block, args, smem)``.
+``launch_raw(fn, grid, block, args, smem)``, or prepares one configuration's launch once:
+``raw_launcher(fn, grid, block, args, smem)`` (``cuda_server.RawLauncher``).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .pool import BlockPool, PooledBuffer
+from .pool import ALIGN, BlockPool, PooledBuffer
 
 __all__ = ["CudaBuffer", "CudaMemoryPool", "DeviceOutOfMemory"]
 
@@ -42,11 +42,17 @@ class CudaBuffer(PooledBuffer):
         self.owner = owner
 
     def __del__(self) -> None:
-        # ``PooledBuffer.__del__`` without its ``_block()`` call: every tiny op's result dies here
+        # ``BlockPool._recycle`` inline (the CUDA pool caches without limit): every result of
+        # every op, and every intermediate of a replayed drain, dies here
         pool = self.pool
         if pool is not None:
             try:
-                pool._recycle(self.ptr, self.capacity)
+                cap = self.capacity
+                lst = pool._free.get(cap)
+                if lst is None:
+                    lst = pool._free[cap] = []
+                lst.append(self.ptr)
+                pool.cached_bytes += cap
             except Exception:  # interpreter shutdown
                 pass
 
@@ -62,13 +68,41 @@ class CudaMemoryPool(BlockPool):
     oom_errors = (DeviceOutOfMemory,)
 
     def __init__(self, alloc: Callable[[int], int], free: Callable[[int], None], sync: Callable[[], None]) -> None:
-        super().__init__()
+        super().__init__()  # no cache limit, no minimum size: ``_reserve`` and ``CudaBuffer.__del__`` rely on both
         self._alloc = alloc  # raises DeviceOutOfMemory
         self._free_fn = free
         self._sync = sync
 
     def _new_block(self, cap: int) -> int:
         return self._alloc(cap)
+
+    def _reserve(self, nbytes: int) -> CudaBuffer:
+        """``BlockPool._reserve`` with ``size_class`` and ``_wrap`` inline (no minimum size here):
+        a replayed drain reserves each of its intermediates and results through this."""
+        if nbytes <= 4096:
+            cap = ALIGN if nbytes <= ALIGN else (nbytes + ALIGN - 1) // ALIGN * ALIGN
+        else:
+            step = 1 << (nbytes.bit_length() - 3)
+            cap = (nbytes + step - 1) // step * step
+        self.reservations += 1
+        lst = self._free.get(cap)
+        ptr = None
+        if lst:
+            try:
+                ptr = lst.pop()
+                self.cached_bytes -= cap
+                self.reuses += 1
+            except IndexError:  # another thread took the last one
+                ptr = None
+        if ptr is None:
+            ptr = self._allocate(cap)
+        b = _new(CudaBuffer)
+        b.ptr = ptr
+        b.nbytes = nbytes
+        b.capacity = cap
+        b.pool = self
+        b.owner = None
+        return b
 
     def _wrap(self, ptr: int, nbytes: int, cap: int) -> CudaBuffer:
         b = _new(CudaBuffer)  # no constructor call: every result of every op is wrapped here

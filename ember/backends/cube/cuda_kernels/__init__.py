@@ -7,7 +7,10 @@ grid, and its matmul-candidate predicates; the Cube backend (``matmul.py``, the 
 decides when they run. Below them the CUDA runtime offers only generic plumbing, the same for
 every hand-written source: ``server.raw_function(source, entry, dynamic_smem, arch)`` compiles
 through NVRTC with the artefact cache and loads the function; ``server.launch_raw(fn, grid,
-block, args, smem)`` launches it on the device's stream.
+block, args, smem)`` launches it on the device's stream. A launcher that repeats one
+configuration (every training step replays the same products) prepares it once where the server
+offers ``raw_launcher`` (the CUDA runtime's ``RawLauncher``: the parameter block built once, its
+values rewritten per launch) and keeps the general path for servers without it.
 
 - ``mma``: ``mma.sync`` (sm_80+) f16/bf16 and tf32, optional bias + GELU epilogue
 - ``wgmma``: Hopper ``wgmma`` fed by TMA (sm_90a), f16/bf16 and tf32

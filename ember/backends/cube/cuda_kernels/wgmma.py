@@ -76,11 +76,13 @@ from __future__ import annotations
 import ctypes
 import itertools
 import math
+import os
 from typing import Any
 
 from ....cube.runtime.tensor import batch_step as _batch_step
 from ....precision import tensor_core_types as _in_types
 from .mma import HALF_HELPERS
+from .transpose import PREPARED
 
 __all__ = [
     "WGMMA_SOURCE",
@@ -125,30 +127,38 @@ def smem_bytes(bn: int = BN, stages: int = STAGES, staged: bool = False) -> int:
 _SHORT = {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}
 
 
-def entry_name(in_dtype: str, out_dtype: str, bias_gelu: bool = False) -> str:
+def layout_suffix(a_mn: bool = False, b_k: bool = False) -> str:
+    """The entry suffix of an operand-layout variant (``wgmma_source(a_mn=, b_k=)``): "" for
+    row-major A and B, ``_at`` (A transposed), ``_bt`` (B transposed), ``_atbt``."""
+    return "_" + ("at" if a_mn else "") + ("bt" if b_k else "") if a_mn or b_k else ""
+
+
+def entry_name(in_dtype: str, out_dtype: str, bias_gelu: bool = False, a_mn: bool = False, b_k: bool = False) -> str:
     head = "tf32" if in_dtype == "float32" else _SHORT[in_dtype]  # float32 operands run as tf32
-    return f"em_wgmma_{head}_{_SHORT[out_dtype]}" + ("_bias_gelu" if bias_gelu else "")
+    return f"em_wgmma_{head}_{_SHORT[out_dtype]}" + ("_bias_gelu" if bias_gelu else "") + layout_suffix(a_mn, b_k)
 
 
 #: the entries of a tf32 source (``wgmma_source(tf32=True)``; B's transpose is ``transpose``'s)
 TF32_ENTRIES = ("em_wgmma_tf32_f32",)
 
 
-def entries() -> list[str]:
-    """Every kernel entry of ``WGMMA_SOURCE``."""
+def entries(a_mn: bool = False, b_k: bool = False) -> list[str]:
+    """Every kernel entry of ``WGMMA_SOURCE`` (of the operand-layout variant ``a_mn``, ``b_k``)."""
     out = []
     for t in ("bfloat16", "float16"):
-        out += [entry_name(t, "float32"), entry_name(t, t), entry_name(t, t, True)]
+        out += [entry_name(t, "float32", False, a_mn, b_k), entry_name(t, t, False, a_mn, b_k),
+                entry_name(t, t, True, a_mn, b_k)]
     return out
 
 
-def _wgmma_fn(n: int, kind: str) -> str:
+def _wgmma_fn(n: int, kind: str, a_mn: bool = False, b_k: bool = False) -> str:
     """``em_wgmma_n{n}_{kind}(d, desc_a, desc_b)``: d += A(64x16, K-major) @ B(16xn, N-major);
+    ``a_mn``: A M-major (the transpose bit of A), ``b_k``: B K-major (B's bit cleared);
     tf32: A(64x8) @ B(8xn), both K-major (32-bit types have no transpose bits)."""
     regs = n // 2
     dlist = ", ".join(f"%{i}" for i in range(regs))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(regs))
-    k, tail = (8, "") if kind == "tf32" else (16, ", 0, 1")
+    k, tail = (8, "") if kind == "tf32" else (16, f", {int(a_mn)}, {int(not b_k)}")
     return (
         f"__device__ __forceinline__ void em_wgmma_n{n}_{kind}(float (&d)[{regs}], uint64_t da, uint64_t db) {{\n"
         f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"\n'
@@ -438,6 +448,21 @@ __device__ __forceinline__ void em_drain_tile(const unsigned char *sbuf, uint16_
     }
 }
 
+/* the descriptors of k-step kk (32 bytes of K) of a consumer's A slice and of B. K-major (A;
+   B^T for tf32 and EM_B_K): 128-byte rows of K, 8-row atoms 1024 bytes apart, the step 32 bytes
+   along the row. MN-major (B as stored, (K, N); A^T for EM_A_MN, (K, M)): 64-column chunks of
+   BK rows of 128 bytes (LBO: the next chunk), 8 k-rows 1024 bytes apart, the step 16 rows. */
+#if EM_A_MN
+#define EM_DESC_A(a, kk) em_desc((a) + (kk) * 2048, EM_BK * 128, 1024)
+#else
+#define EM_DESC_A(a, kk) em_desc((a) + (kk) * 32, 16, 1024)
+#endif
+#if EM_TF32 || EM_B_K
+#define EM_DESC_B(b, kk) em_desc((b) + (kk) * 32, 16, 1024)
+#else
+#define EM_DESC_B(b, kk) em_desc((b) + (kk) * 2048, EM_BK * 128, 1024)
+#endif
+
 template <int BF16>
 __device__ __forceinline__ void em_mma_step(float (&acc)[EM_ACC], uint64_t da, uint64_t db) {
 #if EM_TF32
@@ -523,12 +548,17 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
                     if (it >= EM_STAGES) em_bar_wait(empty + 8 * s, ((it / EM_STAGES) - 1) & 1);
                     const uint32_t st = ring + s * EM_STAGE_BYTES;
                     em_bar_expect_tx(full + 8 * s, EM_STAGE_BYTES);  /* with the bytes the other CTA multicasts */
+#if EM_A_MN  /* A^T (K, M): two boxes of BK rows of K x 64 columns of M, one per consumer warpgroup */
+                    em_tma_3d(st, &tA, full + 8 * s, m0, kt * EM_BK, za);
+                    em_tma_3d(st + 8192, &tA, full + 8 * s, m0 + 64, kt * EM_BK, za);
+#else
                     em_tma_3d(st, &tA, full + 8 * s, kt * EM_BK, m0, za);
+#endif
 #pragma unroll
                     for (int c = 0; c < EM_BN / 64 / EM_CL; ++c) {
                         const int ch = rank * (EM_BN / 64 / EM_CL) + c;
                         const uint32_t dst = st + EM_A_BYTES + ch * 8192;  /* 64 rows x 128 bytes */
-#if EM_TF32  /* B^T (N, K): 64 rows of N, BK columns of K, K-major like A */
+#if EM_TF32 || EM_B_K  /* B^T (N, K): 64 rows of N, BK columns of K, K-major like A */
                         const int bc0 = kt * EM_BK, bc1 = n0 + ch * 64;
 #else        /* B (K, N): BK rows of K, 64 columns of N */
                         const int bc0 = n0 + ch * 64, bc1 = kt * EM_BK;
@@ -583,11 +613,7 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
                 /* 4 steps of 32 bytes of K (k16 halves or k8 floats) */
 #pragma unroll
                 for (int kk = 0; kk < 4; ++kk)
-#if EM_TF32  /* B^T K-major like A: its BN rows are 8-row atoms 1024 bytes apart */
-                    em_mma_step<BF16>(acc, em_desc(a + kk * 32, 16, 1024), em_desc(b + kk * 32, 16, 1024));
-#else
-                    em_mma_step<BF16>(acc, em_desc(a + kk * 32, 16, 1024), em_desc(b + kk * 2048, EM_BK * 128, 1024));
-#endif
+                    em_mma_step<BF16>(acc, EM_DESC_A(a, kk), EM_DESC_B(b, kk));
                 asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
                 em_fence_acc(acc);
                 /* the group of the previous step has retired: its stage goes back to the producer(s) */
@@ -630,10 +656,14 @@ __device__ __forceinline__ void em_wgmma_kernel(const em_tmap &tA, const em_tmap
 #else
 #define EM_CLUSTER_DIMS __cluster_dims__(EM_CL, 1, 1)
 #endif
+/* entries of an operand-layout variant carry its suffix (EM_SUFFIX: empty, _at, _bt or _atbt) */
+#define EM_PASTE2(a, b) a##b
+#define EM_PASTE(a, b) EM_PASTE2(a, b)
 #define EM_WGMMA(NAME, BF16, OUT, EPI)                                                                    \
     extern "C" __global__ void __launch_bounds__(384, 1) EM_CLUSTER_DIMS                                  \
-        NAME(const __grid_constant__ em_tmap tA, const __grid_constant__ em_tmap tB, void *C,             \
-             const void *bias, int M, int N, int K, int batch, int a_bstep, int b_bstep) {                \
+        EM_PASTE(NAME, EM_SUFFIX)(const __grid_constant__ em_tmap tA, const __grid_constant__ em_tmap tB, \
+                                  void *C, const void *bias, int M, int N, int K, int batch, int a_bstep,   \
+                                  int b_bstep) {                                                          \
         em_wgmma_kernel<BF16, OUT, EPI>(tA, tB, C, bias, M, N, K, batch, a_bstep, b_bstep);               \
     }
 #if EM_TF32
@@ -651,7 +681,7 @@ EM_WGMMA(em_wgmma_f16_f16_bias_gelu, 0, 1, 1)
 
 def wgmma_source(bn: int = BN, stages: int = STAGES, group_m: int = GROUP_M, gelu_call: bool = False,
                  cluster: int = 1, staged: bool = False, tf32: bool = False,
-                 knobs: dict[str, int] | None = None) -> str:
+                 knobs: dict[str, int] | None = None, a_mn: bool = False, b_k: bool = False) -> str:
     """The kernel source for tiles of 128 x ``bn`` (128 or 256) and a ring of ``stages``;
     ``gelu_call``: the bias + GELU epilogue calls its GELU instead of inlining it (a quarter of
     the code, but slower: 0.231-0.236 ms against 0.209-0.223 inlined, bf16 4096²); ``cluster``
@@ -663,7 +693,14 @@ def wgmma_source(bn: int = BN, stages: int = STAGES, group_m: int = GROUP_M, gel
     BK = 32 floats, the same 128-byte rows, stage bytes and k-steps of 32 bytes; B is read as B^T
     (N, K), K-major like A. ``knobs``: measurement variants of the staged epilogue, ``EM_<name>``
     macros (``BIAS_DRAIN``, ``PREGS``, ``X_GELU``, ``X_BIAS``, ``PROBE``, ``GELU_OLD``: see the
-    kernel source), for bench/gpu_epilogue.py."""
+    kernel source), for bench/gpu_epilogue.py. Operand layouts (16-bit types; ``layout_suffix``
+    names the entries): ``a_mn``: A passed as A^T (K, M) row-major, i.e. M-major (``x.T @ g``,
+    a weight gradient), loaded as two 64-column boxes per k-step and read with A's transpose
+    bit; ``b_k``: B passed as B^T (N, K) row-major, i.e. K-major (``x @ w.T``), loaded and
+    described as the tf32 source reads B^T, with B's transpose bit cleared. Neither changes the
+    stage bytes, the ring or the epilogue."""
+    if tf32 and (a_mn or b_k):
+        raise ValueError("wgmma tiles: 32-bit operands have no transpose bits (tf32 reads B^T after a transpose)")
     if tf32 and staged:
         raise ValueError("wgmma tiles: the staged epilogue is for 16-bit outputs; tf32 writes float32")
     if smem_bytes(bn, stages, staged) > SMEM_LIMIT:
@@ -674,12 +711,13 @@ def wgmma_source(bn: int = BN, stages: int = STAGES, group_m: int = GROUP_M, gel
     head = f"#define EM_BN {bn}\n#define EM_STAGES {stages}\n#define EM_GROUP_M {group_m}\n"
     head += f"#define EM_GELU_CALL {int(gelu_call)}\n#define EM_CL {cluster}\n#define EM_STAGED {int(staged)}\n"
     head += f"#define EM_TF32 {int(tf32)}\n#define EM_ES {4 if tf32 else 2}\n"
+    head += f"#define EM_A_MN {int(a_mn)}\n#define EM_B_K {int(b_k)}\n#define EM_SUFFIX {layout_suffix(a_mn, b_k)}\n"
     head += "".join(f"#define EM_{k} {int(v)}\n" for k, v in (knobs or {}).items())
     if tf32:
         fns = _wgmma_fn(bn, "tf32")
         macros = f"#define EM_WGMMA_TF32 em_wgmma_n{bn}_tf32\n"
     else:
-        fns = _wgmma_fn(bn, "bf16") + _wgmma_fn(bn, "f16")
+        fns = _wgmma_fn(bn, "bf16", a_mn, b_k) + _wgmma_fn(bn, "f16", a_mn, b_k)
         macros = f"#define EM_WGMMA_BF16 em_wgmma_n{bn}_bf16\n#define EM_WGMMA_F16 em_wgmma_n{bn}_f16\n"
     return head + _COMMON + fns + macros + _KERNEL
 
@@ -705,6 +743,34 @@ _CONFIGS_TF32 = {
     BN: (WGMMA_SOURCE_TF32, smem_bytes(BN, STAGES)),
     BN_NARROW: (WGMMA_SOURCE_TF32_NARROW, smem_bytes(BN_NARROW, STAGES_NARROW)),
 }
+
+
+#: operands read in their transposed layouts (``x @ w.T``'s B, ``x.T @ g``'s A) instead of copied
+#: row-major first: on with EMBER_WGMMA_TRANSPOSED=1 until bench/gpu_wgmma_layouts.py has checked
+#: the variants against torch on a Hopper GPU (they compile for sm_90a; no GPU checked them yet)
+TRANSPOSED = [os.environ.get("EMBER_WGMMA_TRANSPOSED", "0") == "1"]
+_LAYOUT_CONFIGS: dict[tuple[int, bool, bool, bool], tuple[str, int]] = {}
+
+
+def layout_config(bn: int, staged: bool, a_mn: bool, b_k: bool) -> tuple[str, int]:
+    """(source, dynamic shared memory) of a tile config in an operand layout (``_CONFIGS``'s for
+    row-major A and B; the variants rendered once, on first use)."""
+    if not (a_mn or b_k):
+        return _CONFIGS[bn, staged]
+    key = (bn, staged, a_mn, b_k)
+    hit = _LAYOUT_CONFIGS.get(key)
+    if hit is None:
+        stages = {(BN, False): STAGES, (BN_NARROW, False): STAGES_NARROW, (BN, True): STAGES_STAGED,
+                  (BN_NARROW, True): STAGES_NARROW_STAGED}[bn, staged]
+        hit = _LAYOUT_CONFIGS[key] = (wgmma_source(bn, stages, staged=staged, a_mn=a_mn, b_k=b_k),
+                                      smem_bytes(bn, stages, staged))
+    return hit
+
+
+def layout_configs() -> dict[tuple[int, bool, bool, bool], tuple[str, int]]:
+    """Every operand-layout variant of every tile config (for ``ember compile-check``)."""
+    return {(bn, st, am, bk): layout_config(bn, st, am, bk) for bn, st in _CONFIGS
+            for am, bk in ((True, False), (False, True), (True, True))}
 
 
 def _choose(m: int, n: int, batch: int, sms: int) -> tuple[int, bool]:
@@ -797,7 +863,7 @@ def _tensor_map(server: Any, dtype: str, addr: int, cols: int, rows: int, batch:
 def _launch(server: Any, a: tuple[int, int], b: tuple[int, int], out: int, bias: int, m: int, n: int, k: int,
             batch: int, in_dtype: str, out_dtype: str, source: str | None = None, bn: int | None = None,
             smem: int | None = None, persistent: bool | None = None, cluster: int = 1,
-            staged: bool | None = None) -> None:
+            staged: bool | None = None, a_mn: bool = False, b_k: bool = False) -> None:
     """One launch over ``batch`` products: ``a`` / ``b`` are (address, batch stride in elements),
     stride 0 for an operand shared by the whole batch; ``out`` contiguous (batch, m, n). The tile
     config and grid come from ``_choose`` unless given (``source`` with its ``bn`` and ``smem``;
@@ -805,7 +871,17 @@ def _launch(server: Any, a: tuple[int, int], b: tuple[int, int], out: int, bias:
     ``cluster``: the CTAs per cluster the source was generated for; ``staged``: the staged
     epilogue, by default for 16-bit outputs, whose overlap needs persistent blocks: measured on
     the H200, bf16 4096² 0.178 ms staged against 0.192 plain, 8192² 1.589 against 1.637). float32
-    (tf32): ``b`` is B^T, (batch, n, k) row-major (``_launch_tf32`` transposes)."""
+    (tf32): ``b`` is B^T, (batch, n, k) row-major (``_launch_tf32`` transposes). ``a_mn``: ``a``
+    holds A^T, (batch, k, m) row-major; ``b_k``: ``b`` holds B^T, (batch, n, k) row-major (16-bit
+    types, default configs: ``layout_config``)."""
+    if source is None and bn is None and persistent is None and cluster == 1 and staged is None \
+            and in_dtype != "float32" and PREPARED[0] and hasattr(server, "raw_launcher"):
+        key = (server, m, n, k, batch, a[1], b[1], in_dtype, out_dtype, bool(bias), a_mn, b_k)
+        p = _PREPARED.get(key)
+        if p is None:
+            p = _prepare(server, key)
+        if p is not None and p.launch(a[0], b[0], out, bias):
+            return
     sms = server.info.multiprocessors
     if source is None and in_dtype == "float32":
         bn_auto, persistent_auto = _choose(m, n, batch, sms)
@@ -816,12 +892,15 @@ def _launch(server: Any, a: tuple[int, int], b: tuple[int, int], out: int, bias:
         bn_auto, persistent_auto = _choose(m, n, batch, sms)
         bn = bn or bn_auto
         staged = out_dtype != "float32" if staged is None else staged
-        source, smem = _CONFIGS[bn, staged]
+        source, smem = layout_config(bn, staged, a_mn, b_k)
         persistent = (persistent_auto or staged) if persistent is None else persistent
-    fn = server.raw_function(source, entry_name(in_dtype, out_dtype, bool(bias)), smem, WGMMA_ARCH)
+    fn = server.raw_function(source, entry_name(in_dtype, out_dtype, bool(bias), a_mn, b_k), smem, WGMMA_ARCH)
     (pa, sa), (pb, sb) = a, b
-    ta = _tensor_map(server, in_dtype, pa, k, m, batch if sa else 1, sa, BM)
-    if in_dtype == "float32":  # B^T (n, k): K-major boxes of 64 rows, like A's
+    if a_mn:  # A^T (k, m): boxes of BK rows of K x 64 columns of M
+        ta = _tensor_map(server, in_dtype, pa, m, k, batch if sa else 1, sa, BK)
+    else:
+        ta = _tensor_map(server, in_dtype, pa, k, m, batch if sa else 1, sa, BM)
+    if in_dtype == "float32" or b_k:  # B^T (n, k): K-major boxes of 64 rows, like A's
         tb = _tensor_map(server, in_dtype, pb, k, n, batch if sb else 1, sb, 64)
     else:
         tb = _tensor_map(server, in_dtype, pb, n, k, batch if sb else 1, sb, BK)
@@ -842,6 +921,79 @@ def _launch(server: Any, a: tuple[int, int], b: tuple[int, int], out: int, bias:
     if persistent:
         units = min(units, sms // cluster)
     server.launch_raw(fn, (units * cluster, 1, 1), (THREADS, 1, 1), args, smem)
+
+
+#: ``_launch``'s (server, m, n, k, batch, a's and b's batch steps, dtypes, bias) -> its
+#: ``_Prepared`` launch (a training step launches the same few dozen products every step)
+_PREPARED: dict[tuple[Any, ...], Any] = {}
+_PREPARED_MAX = 4096
+
+
+class _Prepared:
+    """One product configuration's launch made once: the tile choice, the function and a
+    ``RawLauncher`` whose block holds the sizes; per launch only the two tensor maps (cached
+    per address, ``_tensor_map``) and the output and bias addresses change."""
+
+    __slots__ = ("server", "dtype", "m", "n", "k", "ba", "bb", "sa", "sb", "launcher", "out_v", "bias_v", "amap",
+                 "bmap")
+
+    def __init__(self, server: Any, key: tuple[Any, ...], launcher: Any) -> None:
+        _, m, n, k, batch, self.sa, self.sb, self.dtype, _, _, a_mn, b_k = key
+        self.m, self.n, self.k = m, n, k
+        # (cols, rows, box rows) of each operand's tensor map, as ``_launch`` encodes them
+        self.amap = (m, k, BK) if a_mn else (k, m, BM)
+        self.bmap = (k, n, 64) if b_k else (n, k, BK)
+        self.server = server
+        self.ba, self.bb = (batch if self.sa else 1), (batch if self.sb else 1)
+        self.launcher = launcher
+        self.out_v, self.bias_v = launcher.args[2], launcher.args[3]
+
+    def launch(self, pa: int, pb: int, out: int, bias: int) -> bool:
+        """Launch over these addresses (False: another thread holds the block; launch the
+        general way)."""
+        lr = self.launcher
+        lock = lr.lock
+        if not lock.acquire(False):
+            return False
+        try:
+            server, dtype = self.server, self.dtype
+            ac, ar, abox = self.amap
+            bc, br, bbox = self.bmap
+            ta = _tensor_map(server, dtype, pa, ac, ar, self.ba, self.sa, abox)
+            tb = _tensor_map(server, dtype, pb, bc, br, self.bb, self.sb, bbox)
+            params = lr.params
+            params[0] = ctypes.addressof(ta)
+            params[1] = ctypes.addressof(tb)
+            self.out_v.value = out
+            self.bias_v.value = bias
+            lr.run()
+        finally:
+            lock.release()
+        return True
+
+
+def _prepare(server: Any, key: tuple[Any, ...]) -> _Prepared | None:
+    """``_launch``'s default configuration for ``key``, prepared (None while the function is
+    still compiling in the tuner's preparation: nothing to keep)."""
+    _, m, n, k, batch, sa, sb, in_dtype, out_dtype, has_bias, a_mn, b_k = key
+    bn, persistent = _choose(m, n, batch, server.info.multiprocessors)
+    staged = out_dtype != "float32"
+    source, smem = layout_config(bn, staged, a_mn, b_k)
+    fn = server.raw_function(source, entry_name(in_dtype, out_dtype, has_bias, a_mn, b_k), smem, WGMMA_ARCH)
+    units = -(-m // BM) * -(-n // bn) * batch
+    if persistent or staged:
+        units = min(units, server.info.multiprocessors)
+    # the maps' slots start at a placeholder: ``_Prepared.launch`` points them at each launch's maps
+    args = [(ctypes.c_uint64 * 16)(), (ctypes.c_uint64 * 16)(), ctypes.c_uint64(0), ctypes.c_uint64(0),
+            ctypes.c_int32(m), ctypes.c_int32(n), ctypes.c_int32(k), ctypes.c_int32(batch),
+            ctypes.c_int32(1 if sa else 0), ctypes.c_int32(1 if sb else 0)]
+    launcher = server.raw_launcher(fn, (units, 1, 1), (THREADS, 1, 1), args, smem)
+    if launcher is None:
+        return None
+    if len(_PREPARED) >= _PREPARED_MAX:
+        _PREPARED.clear()
+    p = _PREPARED[key] = _Prepared(server, key, launcher)
+    return p
 
 
 def _transpose_b(client: Any, b: tuple[int, int], k: int, n: int, batch: int) -> Any:
@@ -892,9 +1044,23 @@ def matmul_wgmma(client: Any, a: Any, b: Any, out: Any, bias: Any = None) -> Non
 
 
 # --------------------------------------------------------------------------- matmul candidate
-def candidate_valid(a: Any, b: Any) -> bool:
+def transposed_layouts(a: Any, b: Any) -> tuple[bool, bool]:
+    """(a_mn, b_k): which operands the kernel reads in their transposed layout, where
+    ``TRANSPOSED`` allows it: a 16-bit ``a`` whose matrices are transposes of row-major (k, m)
+    ones with m a multiple of 8 (``x.T @ g``), a 16-bit ``b`` whose matrices are transposes of
+    row-major (n, k) ones (``x @ w.T``)."""
+    if not TRANSPOSED[0] or a.dtype.name not in ("bfloat16", "float16") or len(a.shape) < 2 or len(b.shape) < 2:
+        return False, False
+    m, k = a.shape[-2:]
+    return (a.strides[-2:] == (1, m) and m > 1 and m % 8 == 0 and k > 1,
+            b.strides[-2:] == (1, k) and k > 1 and b.shape[-1] > 1)
+
+
+def candidate_valid(a: Any, b: Any, a_mn: bool = False, b_k: bool = False) -> bool:
     """For the Cube backend's candidate list: a CUDA client of compute capability 9.0 and
-    operands the kernel takes as they are (each batch entry a row-major matrix, 16-byte strides)."""
+    operands the kernel takes as they are (each batch entry a row-major matrix, 16-byte strides;
+    ``a_mn`` / ``b_k``: that operand's matrices transposes of row-major ones instead,
+    ``transposed_layouts``)."""
     client = a.client
     from ....cube.compiler.cuda import sm_number
 
@@ -905,16 +1071,41 @@ def candidate_valid(a: Any, b: Any) -> bool:
     (m, k), n = a.shape[-2:], b.shape[-1]
     if not (m and k and n) or k % 8 or n % 8:
         return False
-    if a.strides[-2:] != (k, 1) or b.strides[-2:] != (n, 1):
+    if a.strides[-2:] != ((1, m) if a_mn else (k, 1)) or b.strides[-2:] != ((1, k) if b_k else (n, 1)):
+        return False
+    if a_mn and m % 8:
         return False
     return all(s % 8 == 0 for s in (*a.strides[:-2], *b.strides[:-2])) and all(
         _addr(t) % 16 == 0 for t in (a, b)
     )
 
 
-def candidate_launch(backend: Any, a: Any, b: Any, out: Any) -> None:
+#: (a's and b's shapes and strides, out's shape) -> (a's and b's batch steps, entries), or () where
+#: the batch dims do not flatten (``candidate_launch``)
+_FLAT: dict[tuple[Any, ...], tuple[int, ...]] = {}
+
+
+def candidate_launch(backend: Any, a: Any, b: Any, out: Any, a_mn: bool = False, b_k: bool = False) -> None:
     """``out[..., :, :] = a[...] @ b[...]`` for operands already expanded to out's batch dims: one
-    launch where both operands' batch dims flatten, else one launch per batch entry."""
+    launch where both operands' batch dims flatten, else one launch per batch entry (``a_mn`` /
+    ``b_k``: that operand read in its transposed layout, ``transposed_layouts``)."""
+    key = (a.shape, a.strides, b.shape, b.strides, out.shape)
+    flat = _FLAT.get(key)
+    if flat is None:
+        batch = out.shape[:-2]
+        sa = _batch_step(batch, a.strides[:-2])
+        sb = _batch_step(batch, b.strides[:-2])
+        flat = (sa, sb, math.prod(batch)) if sa is not None and sb is not None else ()
+        if len(_FLAT) >= _PREPARED_MAX:
+            _FLAT.clear()
+        _FLAT[key] = flat
+    if flat and a.dtype.name != "float32":  # the common case: one launch, its layout part known
+        sa, sb, nb = flat
+        size = a.dtype.itemsize
+        _launch(backend.client.server, (a.buffer.ptr + a.offset * size, sa), (b.buffer.ptr + b.offset * size, sb),
+                out.buffer.ptr + out.offset * out.dtype.itemsize, 0, a.shape[-2], b.shape[-1], a.shape[-1], nb,
+                a.dtype.name, out.dtype.name, a_mn=a_mn, b_k=b_k)
+        return
     batch = out.shape[:-2]
     (m, k), n = a.shape[-2:], b.shape[-1]
     server = backend.client.server
@@ -928,7 +1119,8 @@ def candidate_launch(backend: Any, a: Any, b: Any, out: Any) -> None:
         if tf32:
             _launch_tf32(backend.client, (_addr(a), sa), (_addr(b), sb), _addr(out), m, n, k, nb)
             return
-        _launch(server, (_addr(a), sa), (_addr(b), sb), _addr(out), 0, m, n, k, nb, a.dtype.name, out.dtype.name)
+        _launch(server, (_addr(a), sa), (_addr(b), sb), _addr(out), 0, m, n, k, nb, a.dtype.name, out.dtype.name,
+                a_mn=a_mn, b_k=b_k)
         return
     for idx in itertools.product(*(range(s) for s in batch)):
         pa = _addr(a) + size * sum(i * s for i, s in zip(idx, a.strides))
@@ -937,4 +1129,4 @@ def candidate_launch(backend: Any, a: Any, b: Any, out: Any) -> None:
         if tf32:
             _launch_tf32(backend.client, (pa, 0), (pb, 0), po, m, n, k, 1)
         else:
-            _launch(server, (pa, 0), (pb, 0), po, 0, m, n, k, 1, a.dtype.name, out.dtype.name)
+            _launch(server, (pa, 0), (pb, 0), po, 0, m, n, k, 1, a.dtype.name, out.dtype.name, a_mn=a_mn, b_k=b_k)
