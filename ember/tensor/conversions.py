@@ -92,6 +92,57 @@ class ConversionMethods:
         returned as is, a GPU one moves to the default host device keeping autodiff)."""
         return self.to(self._host_device())
 
+    def type_as(self, other: Tensor) -> Tensor:
+        """As ``torch.Tensor.type_as``: this tensor cast to ``other``'s dtype (the device stays)."""
+        return self.to(other.dtype)
+
+    def element_size(self) -> int:
+        """As ``torch.Tensor.element_size``: bytes per element."""
+        return self._dt.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        """As ``torch.Tensor.itemsize``: bytes per element."""
+        return self._dt.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """As ``torch.Tensor.nbytes``: bytes of the elements."""
+        return self._dt.itemsize * self.numel()
+
+    def nelement(self) -> int:
+        """As ``torch.Tensor.nelement``: the number of elements (``numel``)."""
+        return self.numel()
+
+    def ndimension(self) -> int:
+        """As ``torch.Tensor.ndimension``: the number of dims (``dim``)."""
+        return self.ndim
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        """As ``torch.Tensor.is_contiguous``: True (layouts are not observable; ``contiguous`` is free)."""
+        return True
+
+    def is_complex(self) -> bool:
+        """As ``torch.Tensor.is_complex``: False (ember has no complex dtypes)."""
+        return False
+
+    def is_signed(self) -> bool:
+        """As ``torch.Tensor.is_signed``: whether the dtype holds negative values."""
+        return bool(self._dt.is_signed)
+
+    def get_device(self) -> int:
+        """As ``torch.Tensor.get_device``: the CUDA index, or -1 on a host device."""
+        inner = self._bk.device.inner()
+        return int(inner.spec[2][0]) if inner.type == "cuda" else -1
+
+    def pin_memory(self, device: Any = None) -> Tensor:
+        """As ``torch.Tensor.pin_memory``: the tensor itself (transfers complete before they return)."""
+        return self
+
+    def is_pinned(self, device: Any = None) -> bool:
+        """As ``torch.Tensor.is_pinned``: False (no pinned host memory)."""
+        return False
+
     def cuda(self, device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> Tensor:
         """As ``torch.Tensor.cuda``: the tensor on ``Device.cuda(device)`` (index or device),
         keeping its autodiff wrapping."""
