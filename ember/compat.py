@@ -47,7 +47,7 @@ class finfo:  # noqa: N801 (torch's name)
         self = object.__new__(cls)
         values = {"bits": int(info.bits), "eps": float(info.eps), "max": float(info.max), "min": float(info.min),
                   "tiny": float(info.tiny), "smallest_normal": float(info.tiny),
-                  "resolution": float(info.resolution), "dtype": d.name}
+                  "resolution": 10.0 ** -int(info.precision), "dtype": d.name}
         for k, v in values.items():
             object.__setattr__(self, k, v)
         return self

@@ -44,6 +44,10 @@ def _device(device: Any) -> Device:
     if device is None:
         return get_default_device()
     if isinstance(device, str):
+        # "cpu" is the host, as in ``Tensor.to("cpu")`` and ``ember.device("cpu")``: a script's
+        # ``torch.zeros(n, device="cpu")`` must meet the tensors its model makes on the default device
+        if device.strip().lower() in ("cpu", "cpu:0"):
+            return _host_device()
         return Device.parse(device)
     if not isinstance(device, Device):
         raise TypeError(f"device must be an ember.Device, got {device!r}")
@@ -425,6 +429,10 @@ class _DeviceModule(types.ModuleType):
         return isinstance(obj, Device)
 
 
+# the class lives here, but the module's name is its own: ``ember.device.__module__`` (read from
+# the class) must not point here, or tools that follow a member's ``__module__`` (the API
+# reference's inspector) take the module for an alias of this one
+_DeviceModule.__module__ = Device.__module__
 sys.modules[Device.__module__].__class__ = _DeviceModule
 
 
