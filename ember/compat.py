@@ -1,4 +1,4 @@
-"""torch's top-level utilities that have no other home in ember: ``finfo``/``iinfo``,
+"""torch's top-level utilities that have no other home in ember: ``cdist``, ``finfo``/``iinfo``,
 ``set_printoptions``, the thread-count knobs and the legacy typed constructors
 (``FloatTensor``, ``LongTensor``, ...), so scripts that call them port by the import alone."""
 
@@ -15,9 +15,36 @@ from . import dtype as dt
 from .tensor import Tensor
 from .tensor.core import PRINT_OPTIONS
 
-__all__ = ["finfo", "iinfo", "set_printoptions", "set_num_threads", "get_num_threads", "set_num_interop_threads",
+__all__ = ["cdist", "finfo", "iinfo", "set_printoptions", "set_num_threads", "get_num_threads", "set_num_interop_threads",
            "get_num_interop_threads", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
            "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
+
+
+def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:
+    """As ``torch.cdist``: the p-norm distance between each row of ``x1`` ``(..., P, M)`` and each
+    row of ``x2`` ``(..., R, M)``, shape ``(..., P, R)`` (batch dims broadcast). Computed from the
+    differences (``compute_mode`` is accepted; torch's matmul form for p = 2 differs from it by
+    rounding only). A zero distance has a zero gradient, as torch's."""
+    from .tensor import where
+
+    if x1.ndim < 2 or x2.ndim < 2:
+        raise RuntimeError(f"cdist only supports at least 2D tensors, X1 got: {x1.ndim}D, X2 got: {x2.ndim}D")
+    if x1.shape[-1] != x2.shape[-1]:
+        raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {x1.shape[-1]} X2: {x2.shape[-1]}")
+    if p < 0:
+        raise RuntimeError(f"cdist only supports non-negative p values, got {p}")
+    d = x1.unsqueeze(-2) - x2.unsqueeze(-3)
+    if p == 0:
+        return (d != 0).sum(-1).to(d.dtype)
+    if p == 1:
+        return d.abs().sum(-1)
+    if p == float("inf"):
+        return d.abs().amax(-1)
+    s = (d * d).sum(-1) if p == 2 else (d.abs() ** p).sum(-1)
+    positive = s > 0
+    safe = where(positive, s, 1.0)  # the root's derivative is infinite at 0: keep it out of the graph there
+    root = safe.sqrt() if p == 2 else safe ** (1.0 / p)
+    return where(positive, root, 0.0)
 
 
 @dataclass(frozen=True)

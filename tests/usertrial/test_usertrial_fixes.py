@@ -402,3 +402,22 @@ def test_printoptions_threads_legacy_constructors() -> None:
     assert ember.FloatTensor([1, 2]).dtype == ember.float32 and ember.LongTensor([1.0]).dtype == ember.int64
     assert ember.FloatTensor(2, 3).shape == (2, 3) and ember.is_tensor(x) and not ember.is_tensor([1])
     assert ember.Size([2, 3]) == (2, 3) and ember.Size([2, 3]).numel() == 6
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.0, float("inf")])
+def test_cdist_matches_torch(p: float, rng: np.random.Generator) -> None:
+    a = rng.standard_normal((2, 4, 3)).astype(np.float32)
+    b = rng.standard_normal((1, 5, 3)).astype(np.float32)
+    b[0, 0] = a[0, 0]  # one zero distance: its gradient is 0, not NaN
+    ea, eb = ember.tensor(a, requires_grad=True), ember.tensor(b, requires_grad=True)
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    e, t = ember.cdist(ea, eb, p=p), torch.cdist(ta, tb, p=p)
+    np.testing.assert_allclose(_np(e), _np(t), rtol=1e-5, atol=1e-5)
+    if p != 0.0:
+        w = rng.standard_normal(t.shape).astype(np.float32)
+        (e * ember.from_numpy(w)).sum().backward()
+        (t * torch.from_numpy(w)).sum().backward()
+        np.testing.assert_allclose(_np(ea.grad), _np(ta.grad), rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(_np(eb.grad), _np(tb.grad), rtol=1e-4, atol=1e-5)
+    with pytest.raises(RuntimeError):
+        ember.cdist(ember.zeros(3), ember.zeros(2, 3))

@@ -6,7 +6,7 @@ device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 torch.manual_seed(0)
 model = sync_weights(nn.Sequential(nn.Linear(6, 16), nn.GELU(), nn.LayerNorm(16), nn.Linear(16, 3))).to(device)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, nesterov=True, weight_decay=1e-4)
-scaler = torch.amp.GradScaler(device.type, enabled=device.type == "cuda")
+scaler = torch.amp.GradScaler(device.type, init_scale=2.0 ** 8, growth_interval=2)
 x = torch.tensor([[((i * 3 + j) % 7) / 3.0 - 1.0 for j in range(6)] for i in range(12)], device=device)
 y = torch.tensor([i % 3 for i in range(12)], device=device)
 losses, dtypes = [], []
