@@ -15,9 +15,9 @@ from . import dtype as dt
 from .tensor import Tensor
 from .tensor.core import PRINT_OPTIONS
 
-__all__ = ["cdist", "finfo", "iinfo", "set_printoptions", "set_num_threads", "get_num_threads", "set_num_interop_threads",
-           "get_num_interop_threads", "FloatTensor", "DoubleTensor", "HalfTensor", "BFloat16Tensor", "LongTensor",
-           "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
+__all__ = ["cdist", "finfo", "iinfo", "set_printoptions", "set_num_threads", "get_num_threads",
+           "set_num_interop_threads", "get_num_interop_threads", "FloatTensor", "DoubleTensor", "HalfTensor",
+           "BFloat16Tensor", "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor"]
 
 
 def cdist(x1: Tensor, x2: Tensor, p: float = 2.0, compute_mode: str = "use_mm_for_euclid_dist_if_necessary") -> Tensor:

@@ -13,21 +13,21 @@ back as numpy; the main process turns it into ember tensors on ``device`` (or em
 device) and yields batches in sampler order (``in_order=True``). Workers never touch a device
 runtime on their own (their default device is Flex with Autodiff: numpy).
 
-The default start method is torch's fork while that is safe (no device runtime has started
-in this process and no other thread runs: only Flex stacks exist), so an unguarded script,
-lambdas and local classes work as under torch; once a runtime has started it is
-**forkserver** (spawn where there is none): forking a process whose ember runtimes started is unsafe. The cpu device runs its
-kernels on libgomp's OpenMP thread pool, which a forked child inherits in a broken state
-(its first parallel region can hang); a CUDA context cannot be used in a forked child; wgpu
-(lavapipe), ember's Philox and compile thread pools and any lock another thread holds at the
-fork are copied mid-flight. A forkserver child forks from a clean single-threaded server
+The default start method is torch's fork while that is safe (no device runtime has started in
+this process and no other thread runs: only Flex stacks exist), so an unguarded script, lambdas
+and local classes work as under torch; once a runtime has started it is **forkserver** (spawn
+where there is none): forking a process whose ember runtimes started is unsafe. The cpu device
+runs its kernels on libgomp's OpenMP thread pool, which a forked child inherits in a broken
+state (its first parallel region can hang); a CUDA context cannot be used in a forked child;
+wgpu (lavapipe), ember's Philox and compile thread pools and any lock another thread holds at
+the fork are copied mid-flight. A forkserver child forks from a clean single-threaded server
 process that never imported a runtime, so a worker may even use a device itself. Python 3.14
 makes forkserver the Linux default for the same reasons. The costs: the dataset, collate_fn and
 worker_init_fn must pickle (module-level functions, not lambdas), each worker imports ember
 (docs/data.md has measured start-up times; ``persistent_workers=True`` pays it once), and a
-script's top level must be guarded by ``if __name__ == "__main__":``. ``multiprocessing_context=
-"fork"`` is allowed: it is fast and takes lambdas, and it is safe while no device runtime has
-started in this process.
+script's top level must be guarded by ``if __name__ == "__main__":``.
+``multiprocessing_context= "fork"`` is allowed: it is fast and takes lambdas, and it is safe
+while no device runtime has started in this process.
 
 A worker's exception is re-raised in the main process with torch's text (``Caught ValueError
 in DataLoader worker process 0 while fetching sample index 7 ...`` plus the original
