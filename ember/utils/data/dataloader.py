@@ -22,11 +22,11 @@ state (its first parallel region can hang); a CUDA context cannot be used in a f
 wgpu (lavapipe), ember's Philox and compile thread pools and any lock another thread holds at
 the fork are copied mid-flight. A forkserver child forks from a clean single-threaded server
 process that never imported a runtime, so a worker may even use a device itself. Python 3.14
-makes forkserver the Linux default for the same reasons. The costs: the dataset, collate_fn and
+makes forkserver the Linux default for the same reasons. The costs of forkserver: the dataset, collate_fn and
 worker_init_fn must pickle (module-level functions, not lambdas), each worker imports ember
 (docs/data.md has measured start-up times; ``persistent_workers=True`` pays it once), and a
 script's top level must be guarded by ``if __name__ == "__main__":``.
-``multiprocessing_context= "fork"`` is allowed: it is fast and takes lambdas, and it is safe
+``multiprocessing_context="fork"`` is allowed: it is fast and takes lambdas, and it is safe
 while no device runtime has started in this process.
 
 A worker's exception is re-raised in the main process with torch's text (``Caught ValueError
