@@ -14,6 +14,10 @@ from .. import dtype as dt
 from ..device import Device
 from .core import Tensor, _make, get_default_device
 
+#: dtype name -> the stem of torch's legacy tensor type name (``Tensor.type()``)
+_LEGACY_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
+                 "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
 
 class ConversionMethods:
     """Tensor's conversions (a method table: ``install_methods`` copies it onto Tensor)."""
@@ -156,8 +160,12 @@ class ConversionMethods:
                 target = target.autodiff()
         return self.to(target)
 
-    def type(self, d: Any) -> Tensor:
-        """As ``torch.Tensor.type(dtype)``: ``to(d)`` (a dtype or its name; no type-string form)."""
+    def type(self, d: Any = None, non_blocking: bool = False) -> Any:
+        """As ``torch.Tensor.type``: ``to(d)`` (a dtype or its name); without ``d`` the legacy
+        type name, as torch spells it (``"torch.FloatTensor"``, ``"torch.LongTensor"``, ...), so
+        a ported script's comparisons with torch's strings hold."""
+        if d is None:
+            return "torch." + _LEGACY_NAMES.get(self._dt.name, self._dt.name) + "Tensor"
         return self.to(d)
 
     def float(self, memory_format: Any = None) -> Tensor:

@@ -421,3 +421,16 @@ def test_cdist_matches_torch(p: float, rng: np.random.Generator) -> None:
         np.testing.assert_allclose(_np(eb.grad), _np(tb.grad), rtol=1e-4, atol=1e-5)
     with pytest.raises(RuntimeError):
         ember.cdist(ember.zeros(3), ember.zeros(2, 3))
+
+
+def test_distance_modules_and_type_names(rng: np.random.Generator) -> None:
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    b = rng.standard_normal((3, 4)).astype(np.float32)
+    for em, tm in ((nn.PairwiseDistance(p=1.5, keepdim=True), torch.nn.PairwiseDistance(p=1.5, keepdim=True)),
+                   (nn.CosineSimilarity(dim=0), torch.nn.CosineSimilarity(dim=0))):
+        assert repr(em) == repr(tm)
+        np.testing.assert_allclose(_np(em(ember.from_numpy(a), ember.from_numpy(b))),
+                                   _np(tm(torch.from_numpy(a), torch.from_numpy(b))), rtol=1e-5, atol=1e-6)
+    for d, td in ((ember.float32, torch.float32), (ember.int64, torch.int64), (ember.bool, torch.bool)):
+        assert ember.zeros(1, dtype=d).type() == torch.zeros(1, dtype=td).type()
+    assert ember.zeros(1).type(ember.float64).dtype == ember.float64
