@@ -434,3 +434,20 @@ def test_distance_modules_and_type_names(rng: np.random.Generator) -> None:
     for d, td in ((ember.float32, torch.float32), (ember.int64, torch.int64), (ember.bool, torch.bool)):
         assert ember.zeros(1, dtype=d).type() == torch.zeros(1, dtype=td).type()
     assert ember.zeros(1).type(ember.float64).dtype == ember.float64
+
+
+def test_gumbel_softmax_samples_the_softmax_and_passes_gradients_straight_through() -> None:
+    logits = ember.tensor([[0.0, 1.0, 2.0]])
+    ember.manual_seed(0)
+    hard = nn.functional.gumbel_softmax(logits.expand(20000, 3), hard=True)
+    assert set(np.unique(_np(hard)).tolist()) == {0.0, 1.0} and (_np(hard).sum(1) == 1).all()
+    np.testing.assert_allclose(_np(hard.mean(0)), _np(logits.softmax(-1))[0], atol=0.02)
+    w = ember.tensor([[1.0, -2.0, 0.5]])
+    grads = []
+    for h in (True, False):
+        x = ember.tensor([[0.3, -0.1, 0.8]], requires_grad=True)
+        ember.manual_seed(3)
+        soft_or_hard = nn.functional.gumbel_softmax(x, tau=0.7, hard=h)
+        (soft_or_hard * w).sum().backward()
+        grads.append(_np(x.grad))
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)  # the hard sample's gradient is the soft one's
