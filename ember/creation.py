@@ -36,7 +36,7 @@ __all__ = [
     "eye", "rand", "randn", "randint", "zeros_like", "ones_like", "full_like", "empty_like",
     "rand_like", "randn_like", "randint_like", "manual_seed", "get_default_device",
     "set_default_device", "initial_seed", "logspace", "scalar_tensor", "tril_indices", "triu_indices",
-    "seed", "get_rng_state", "set_rng_state", "is_tensor", "Size",
+    "seed", "get_rng_state", "set_rng_state", "is_tensor", "is_floating_point", "Size",
 ]
 
 
@@ -366,6 +366,11 @@ def torch_generator_class() -> type:
 def is_tensor(obj: Any) -> bool:
     """As ``torch.is_tensor``: whether ``obj`` is an ``ember.Tensor`` (a Parameter is one)."""
     return isinstance(obj, Tensor)
+
+
+def is_floating_point(input: Tensor) -> bool:
+    """As ``torch.is_floating_point``: whether ``input``'s dtype is a floating point type."""
+    return bool(input.dtype.is_floating_point)
 
 
 class Size(tuple):

@@ -247,21 +247,28 @@ def load(path: str | os.PathLike[str] | IO[bytes], map_location: Any = None, pic
     ``weights_only=True``, but safetensors, not pickle.
 
     torch's ``map_location`` is read as ``ember.device(map_location)`` (``"cpu"`` is the host,
-    as ``Tensor.to("cpu")``: the default device when it is a host device); a dict or a function
-    there is not supported (``TypeError``). ``weights_only``, ``mmap`` and the pickle arguments
-    are accepted and ignored: loading never runs code, and the whole file is read and checked."""
+    as ``Tensor.to("cpu")``: the default device when it is a host device). A dict maps saved
+    locations to targets: ember's files keep no location, so its targets must all name one
+    device, which every tensor goes to. A function (torch's ``lambda storage, loc: storage``
+    idiom keeps tensors on the CPU) is not called: tensors go to the default device.
+    ``weights_only``, ``mmap`` and the pickle arguments are accepted and ignored: loading never
+    runs code, and the whole file is read and checked."""
     import json
 
     from .creation import get_default_device
     from .device import Device
 
-    if map_location is not None and device is None:
-        if callable(map_location) and not isinstance(map_location, Device) or isinstance(map_location, dict):
-            raise TypeError("ember.load: map_location must be a device or a device string (a dict or a function "
-                            "remaps storages, which safetensors files do not have)")
+    if map_location is not None and device is None and not callable(map_location):
         from .creation import _as_device
 
-        device = _as_device(map_location)
+        if isinstance(map_location, dict):
+            targets = {_as_device(v) for v in map_location.values()}
+            if len(targets) > 1:
+                raise ValueError("ember.load: a map_location dict must map every location to one device "
+                                 f"(ember's files keep no location), got {sorted(map(str, map_location.values()))}")
+            device = targets.pop() if targets else None
+        else:
+            device = _as_device(map_location)
     if hasattr(path, "read"):
         p = repr(getattr(path, "name", path))
         meta, arrays = _read(p, path.read())

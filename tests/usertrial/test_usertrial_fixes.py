@@ -164,6 +164,7 @@ def test_is_floating_point_is_callable_and_a_bool() -> None:
     assert f.is_floating_point() is True and i.is_floating_point() is False
     assert f.is_floating_point and not i.is_floating_point
     assert repr(f.is_floating_point) == "True"
+    assert ember.is_floating_point(f) is True and ember.is_floating_point(i) is False
 
 
 # ------------------------------------------------------------------ in-place variants
@@ -365,10 +366,12 @@ def test_save_load_file_objects_and_map_location(tmp_path: object) -> None:
     buf.seek(0)
     assert ember.load(buf, map_location=Device.flex())["w"].device == Device.flex()
     buf.seek(0)
-    with pytest.raises(TypeError):
-        ember.load(buf, map_location={"cuda:0": "cpu"})
-    with pytest.raises(TypeError):
-        ember.load(buf, map_location=lambda storage, loc: storage)
+    assert ember.load(buf, map_location={"cuda:0": "cpu"})["w"].device == ember.device("cpu")
+    buf.seek(0)
+    assert ember.load(buf, map_location=lambda storage, loc: storage)["w"].device == ember.get_default_device()
+    buf.seek(0)
+    with pytest.raises(ValueError):
+        ember.load(buf, map_location={"cuda:0": "cpu", "cuda:1": "flex"})
 
 
 # ------------------------------------------------------------------ top-level utilities
