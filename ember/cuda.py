@@ -9,6 +9,8 @@ they seed the one Philox generator every device shares (``docs/random.md``).
 from __future__ import annotations
 
 import functools
+import sys
+import types
 from typing import Any
 
 from .device import Device
@@ -16,7 +18,7 @@ from .device import Device
 __all__ = [
     "is_available", "device_count", "current_device", "get_device_name", "get_device_capability",
     "is_bf16_supported", "manual_seed", "manual_seed_all", "seed", "seed_all", "synchronize",
-    "empty_cache", "set_device", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats",
+    "empty_cache", "set_device", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats", "amp",
 ]
 
 
@@ -133,3 +135,29 @@ max_memory_allocated = memory_allocated
 
 def reset_peak_memory_stats(device: Any = None) -> None:
     """As ``torch.cuda.reset_peak_memory_stats``: nothing to reset (see ``memory_allocated``)."""
+
+
+def _amp_autocast(enabled: bool = True, dtype: Any = None, cache_enabled: bool = True) -> Any:
+    """As the deprecated ``torch.cuda.amp.autocast(...)``: ``ember.autocast("cuda", ...)`` (it
+    changes ops on CUDA tensors only; ``dtype`` defaults to float16)."""
+    from . import dtype as dt
+    from .amp import autocast
+
+    return autocast("cuda", dtype=dt.float16 if dtype is None else dtype, enabled=enabled,
+                    cache_enabled=cache_enabled)
+
+
+def _amp_grad_scaler(init_scale: float = 2.0**16, growth_factor: float = 2.0, backoff_factor: float = 0.5,
+                     growth_interval: int = 2000, enabled: bool = True) -> Any:
+    """As the deprecated ``torch.cuda.amp.GradScaler(...)``: ``ember.amp.GradScaler("cuda", ...)``."""
+    from .amp import GradScaler
+
+    return GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+
+#: ``torch.cuda.amp``: its two names, so ``from torch.cuda.amp import autocast, GradScaler`` ports
+#: (registered as the module ``ember.cuda.amp``, which ``from ... import`` finds in ``sys.modules``)
+amp = types.ModuleType(__name__ + ".amp", "As the deprecated torch.cuda.amp: autocast and GradScaler for CUDA.")
+amp.autocast = _amp_autocast  # type: ignore[attr-defined]
+amp.GradScaler = _amp_grad_scaler  # type: ignore[attr-defined]
+sys.modules[amp.__name__] = amp

@@ -135,6 +135,10 @@ class LRScheduler:
         self._last_lr = _lrs(self.optimizer)
 
 
+#: torch's older name of the base class, still imported by many schedulers written for torch
+_LRScheduler = LRScheduler
+
+
 class _LambdaState:
     """state_dict handling shared by the schedulers that keep per-group lambdas: a plain
     function is not saved (None), a callable object is saved as its ``__dict__``."""

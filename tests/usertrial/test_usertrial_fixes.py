@@ -454,3 +454,20 @@ def test_gumbel_softmax_samples_the_softmax_and_passes_gradients_straight_throug
         (soft_or_hard * w).sum().backward()
         grads.append(_np(x.grad))
     np.testing.assert_allclose(grads[0], grads[1], rtol=1e-6)  # the hard sample's gradient is the soft one's
+
+
+def test_legacy_import_paths() -> None:
+    from ember.cuda.amp import GradScaler, autocast
+
+    from ember.optim.lr_scheduler import _LRScheduler
+
+    assert _LRScheduler is ES.LRScheduler
+    with autocast():  # CUDA autocast: host tensors keep float32, as torch on the CPU
+        assert nn.Linear(2, 2)(ember.ones(1, 2)).dtype == ember.float32
+    scaler = GradScaler(init_scale=8.0)
+    p = nn.Parameter(ember.ones(2))
+    opt = optim.SGD([p], lr=0.1)
+    scaler.scale((p * 2).sum()).backward()
+    scaler.step(opt)
+    scaler.update()
+    np.testing.assert_allclose(_np(p), [0.8, 0.8], rtol=1e-6)  # unscaled before the step
