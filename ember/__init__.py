@@ -12,7 +12,14 @@ from . import errors, tracing
 from .backends import cuda as _backends_cuda  # noqa: F401  (torch.backends.cuda.matmul.allow_tf32)
 from .backends import cudnn as _backends_cudnn  # noqa: F401  (torch.backends.cudnn.benchmark = ...)
 from .backends import mps as _backends_mps  # noqa: F401
-from .backends.autodiff.mode import enable_grad, is_grad_enabled, no_grad
+from .backends.autodiff.mode import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 from .compat import *  # noqa: F403
 from .compat import __all__ as _compat_all
 from .creation import *  # noqa: F403
@@ -80,7 +87,7 @@ def from_dlpack(obj: Any) -> Tensor:
 
 #: subpackages reachable as attributes after ``import ember`` (``ember.nn.Linear``, as
 #: ``torch.nn.Linear``) but imported on first use, so ``import ember`` stays cheap
-_LAZY_SUBPACKAGES = frozenset({"cube", "nn", "optim", "utils", "amp", "linalg", "special", "cuda"})
+_LAZY_SUBPACKAGES = frozenset({"cube", "nn", "optim", "utils", "amp", "linalg", "special", "autograd", "cuda"})
 #: names of ``ember.amp.autocast_mode`` that are also ``ember.*`` (``ember.autocast``, as
 #: ``torch.autocast``), loaded on first use like the subpackages
 _LAZY_AMP = frozenset({"autocast", "is_autocast_enabled", "get_autocast_dtype"})
@@ -116,7 +123,8 @@ __all__ = [
     "Tensor", "Device", "DeviceKind", "DType", "errors", "tracing", "profile", "backend_name", "sync", "inspect_fusion",  # noqa: F405 (__getattr__)
     "from_dlpack", "Generator", "autocast", "is_autocast_enabled", "get_autocast_dtype",  # noqa: F405 (__getattr__)
     "empty_cache", "save", "load", "set_float32_matmul_precision", "get_float32_matmul_precision",
-    "no_grad", "enable_grad", "is_grad_enabled", "float32", "float16", "bfloat16", "float64", "int8",
+    "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "inference_mode", "is_inference_mode_enabled",
+    "float32", "float16", "bfloat16", "float64", "int8",
     "int16", "int32", "int64", "uint8", "bool", "get_default_dtype", "set_default_dtype", "promote_types",
     *_creation_all, *_functional_all, *_compat_all,
 ]

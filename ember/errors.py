@@ -1,7 +1,10 @@
 """Typed exceptions. Every error is raised on the calling thread, by the call that caused it.
 
 Each class also derives from the builtin a Python user would catch (``ValueError``,
-``TypeError``, ``IndexError``, ...), so code written for PyTorch/numpy keeps working.
+``TypeError``, ``IndexError``, ...), so code written for PyTorch/numpy keeps working. Where
+PyTorch raises ``RuntimeError`` for the same mistake (mismatched shapes, a dtype an op does not
+take, tensors on two devices, an out-of-range gather index, an exhausted device), the class
+derives from ``RuntimeError`` too, so ``except RuntimeError`` written for torch catches it.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ class EmberError(Exception):
     """Base of every ember error."""
 
 
-class ShapeError(EmberError, ValueError):
+class ShapeError(EmberError, ValueError, RuntimeError):
     """Shapes that do not fit together (the message names both)."""
 
 
@@ -21,7 +24,7 @@ class DimError(ShapeError, IndexError):
     """A ``dim`` argument out of range for the tensor's rank."""
 
 
-class DTypeError(EmberError, TypeError):
+class DTypeError(EmberError, TypeError, RuntimeError):
     """An operation that is not defined for the given dtype(s)."""
 
 
@@ -29,16 +32,21 @@ class UnsupportedDTypeError(DTypeError):
     """A device that cannot hold tensors of a dtype at all (e.g. float64 on a WGSL device)."""
 
 
-class DeviceMismatchError(EmberError, ValueError):
+class DeviceMismatchError(EmberError, ValueError, RuntimeError):
     """Tensors of one operation live on different devices."""
 
 
-class IndexOutOfRangeError(EmberError, IndexError):
+class IndexOutOfRangeError(EmberError, IndexError, RuntimeError):
     """An index outside the bounds of the indexed dimension."""
 
 
 class AutodiffError(EmberError, RuntimeError):
     """Backward cannot run (no autodiff device, integer tensors, freed graph, ...)."""
+
+
+class GradientShapeError(ShapeError, AutodiffError):
+    """A gradient of the wrong shape (given to backward, or returned by a hook or a custom
+    function's backward): a ShapeError, and a RuntimeError as torch raises there."""
 
 
 class DeviceUnavailableError(EmberError, RuntimeError):
@@ -77,7 +85,7 @@ class IntegerPowerError(EmberError, ValueError, RuntimeError):
     """An integer tensor raised to a negative integer scalar power (PyTorch's RuntimeError)."""
 
 
-class OutOfMemoryError(EmberError, MemoryError):
+class OutOfMemoryError(EmberError, MemoryError, RuntimeError):
     """A device allocation failed even after cached blocks were released (as
     ``torch.OutOfMemoryError``). ``requested``: the bytes asked for (the size class's capacity);
     ``allocated``: the bytes the pool held for live tensors at the failure; ``released``: the

@@ -167,6 +167,21 @@ class Backend:
         """Bytes of device values the autodiff graph behind ``p`` keeps for backward."""
         return 0
 
+    def run_autograd(self, outputs: list[Any], grads: list[Any], inputs: list[Any] | None,
+                     retain_graph: bool, create_graph: bool, accumulate: bool) -> list[Any] | None:
+        """Backward from several ``outputs`` (tracked primitives) with their gradients (None:
+        ones). ``inputs`` None: every leaf reached accumulates into ``.grad``; else only those
+        (tracked) primitives' nodes take a gradient: into ``.grad`` when ``accumulate``, else
+        returned, one per input (None where none arrived). ``create_graph`` records the pass."""
+        raise AutodiffError(
+            f"backward() needs an autodiff device, but this tensor lives on {self.name}; "
+            "create it on device.autodiff() (e.g. Device.flex().autodiff())"
+        )
+
+    def graph_node(self, p: Any) -> Any:
+        """The graph node behind tracked ``p`` (a leaf's node for a leaf), or None."""
+        return None
+
 
 def _composite(name: str, compose: Any) -> Any:
     def method(self: Backend, *args: Any) -> Any:

@@ -5,6 +5,8 @@ The package is the bottom of the Tensor API; its modules import down this order,
 - ``core``: the ``Tensor`` class (three slots, attributes, autograd surface, read-out,
   pickling), ``_make`` and the default device;
 - ``factories``: the generated binary, unary and in-place op methods;
+- ``graph``: the autograd surface (``backward``, ``register_hook``, ``retain_grad``, ``grad_fn``)
+  and the engine entry ``ember.autograd`` shares;
 - ``elementwise``, ``arithmetic``, ``reductions``, ``shape``, ``conversions``, ``indexing``:
   method tables by family (``where``, ``cat``, ``stack``, ``pad`` are functions of theirs);
 - ``dlpack``: the DLPack ABI and export (``Tensor.__dlpack__`` imports it on first use).
@@ -44,6 +46,7 @@ from .core import (
     set_default_device,
 )
 from .elementwise import ElementwiseMethods, where
+from .graph import GraphMethods
 from .indexing import IndexingMethods
 from .reductions import MinMax, ReductionMethods
 from .shape import ShapeMethods, broadcast_tensors, cat, concat, concatenate, pad, stack
@@ -57,7 +60,7 @@ _PRIVATE_EXPORTS = (_SCALARS, _autocast, _check_device, _flat, _float_of, _from_
                     _raw, _scalar_for, _unpickle)
 
 for _table in (ArithmeticMethods, ElementwiseMethods, ReductionMethods, ShapeMethods, ConversionMethods,
-               IndexingMethods):
+               IndexingMethods, GraphMethods):
     install_methods(_table)
 del _table
 
@@ -68,7 +71,7 @@ if TYPE_CHECKING:
     from .core import Tensor as _CoreTensor
 
     class Tensor(_CoreTensor, ArithmeticMethods, ElementwiseMethods, ReductionMethods,  # type: ignore[no-redef]
-                 ShapeMethods, ConversionMethods, IndexingMethods):
+                 ShapeMethods, ConversionMethods, IndexingMethods, GraphMethods):
         """As ``torch.Tensor``."""
 
 

@@ -21,12 +21,15 @@ import numpy as np
 from .. import _shape as S
 from .. import dtype as dt
 from .. import tracing
-from ..backends.autodiff.mode import is_grad_enabled, no_grad
+from ..backends.autodiff.mode import is_grad_enabled, no_grad, watch_inference
+from ..backends.autodiff.mode import mode as _mode
 from ..device import Device
 from ..errors import AutodiffError, DeviceMismatchError, DTypeError, ShapeError
 
-__all__ = ["Tensor", "get_default_device", "set_default_device", "install_methods"]
+__all__ = ["Tensor", "InferenceTensor", "get_default_device", "set_default_device", "install_methods"]
 
+#: allocates every result (``_make``, and the modules that inline it): ``object.__new__``, or
+#: ``_new_marking`` while some thread is in inference mode (``watch_inference``)
 _new = object.__new__
 _SCALARS = (int, float, bool)
 #: how tensors print (``ember.set_printoptions``, as torch's): numpy's array2string arguments
@@ -152,6 +155,8 @@ class Tensor:
     _p: Any
     _bk: Any
     _dt: dt.DType
+    #: made inside ``inference_mode()`` (True on :class:`InferenceTensor`)
+    _inference = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("create tensors with ember.tensor(data), ember.zeros(...), ember.from_numpy(...)")
@@ -241,6 +246,9 @@ class Tensor:
         """As ``torch.Tensor.requires_grad_``: start (or, on a leaf, stop) recording gradients; floating
         point tensors only. Needs an autodiff device (``Device.flex().autodiff()``, the default)."""
         if requires_grad:
+            if self._inference and not _mode.inference:
+                raise AutodiffError("Setting requires_grad=True on inference tensor outside InferenceMode is not "
+                                    "allowed.")
             if not self._dt.is_floating_point:
                 raise AutodiffError(f"only floating point tensors can require gradients, got {self._dt}")
             if not self._bk.is_tracked(self._p):
@@ -263,7 +271,10 @@ class Tensor:
         accumulates into it."""
         bk = self._bk
         d = self._dt
-        return bk.grad_tensor(self._p, lambda g: _make(g, bk, d))
+        g = bk.grad_tensor(self._p, lambda g: _make(g, bk, d))
+        if g is None and not bk.is_leaf(self._p) and not self.retains_grad:
+            self._warn_nonleaf_grad()
+        return g
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
@@ -277,26 +288,6 @@ class Tensor:
                 raise DTypeError(f"assigned grad has dtype {value._dt}, but the tensor's dtype is {self._dt}")
         # the object itself becomes the gradient (``p.grad is value`` afterwards, as in torch)
         self._bk.set_grad_tensor(self._p, value)
-
-    def backward(self, gradient: Tensor | None = None, retain_graph: bool = False) -> None:
-        """As ``torch.Tensor.backward``: accumulate the gradients of this tensor into the ``.grad`` of the
-        leaves it was computed from (``gradient`` is required unless the tensor has one element)."""
-        if not self._dt.is_floating_point:
-            raise AutodiffError(f"backward() through a {self._dt} tensor: only floating point tensors "
-                                "carry gradients")
-        g = None
-        if gradient is not None:
-            if not isinstance(gradient, Tensor):
-                gradient = self._from_like(np.asarray(gradient))
-            _check_device(self, gradient)
-            if gradient.shape != self.shape:
-                raise ShapeError(f"gradient of shape {gradient.shape} does not match the output's "
-                                 f"shape {self.shape}")
-            g = gradient.to(self._dt)._p
-        elif self.numel() != 1:
-            raise AutodiffError(f"grad can be implicitly created only for scalar outputs (this output has "
-                                f"shape {self.shape}); pass gradient=")
-        self._bk.backward(self._p, g, retain_graph)
 
     def _op(self, name: str, *args: Any, dtype: dt.DType | None = None) -> Tensor:
         """The registry op ``name`` of this tensor and ``args`` (Tensor arguments, which must
@@ -462,6 +453,9 @@ class Tensor:
         if result._dt is not self._dt and result._dt.category > self._dt.category:
             raise DTypeError(f"result type {result._dt} of an in-place operation can't be cast to the "
                              f"tensor's dtype {self._dt}")
+        if self._inference and not _mode.inference:
+            raise AutodiffError("Inplace update to inference tensor outside InferenceMode is not allowed. You can "
+                                "make a clone to get a normal tensor before doing inplace update.")
         p = result._p if result._dt is self._dt else bk.cast(result._p, self._dt)
         if bk.is_tracked(self._p) and bk.is_leaf(self._p):
             if is_grad_enabled():
@@ -521,6 +515,29 @@ def _set_data(t: Tensor, value: Tensor) -> None:
     if tracked and nbk.device.is_autodiff and value._dt.is_floating_point:
         p = nbk.require_grad(p)
     t._bk, t._dt, t._p = nbk, value._dt, p
+
+
+class InferenceTensor(Tensor):
+    """A tensor made inside ``inference_mode()`` (``is_inference()`` is True): the same slots,
+    so ``_make`` turns a result into one by setting its class. It refuses ``requires_grad_()``
+    and in-place updates outside inference mode, as torch's inference tensors do."""
+
+    __slots__ = ()
+    _inference = True
+
+
+def _new_marking(cls: type) -> Any:
+    """``object.__new__`` that makes the calling thread's results inference tensors while it is
+    in inference mode (installed as ``_new`` only while some thread is)."""
+    return object.__new__(InferenceTensor if cls is Tensor and _mode.inference else cls)
+
+
+def _watch(on: bool) -> None:
+    global _new
+    _new = _new_marking if on else object.__new__
+
+
+watch_inference(_watch)
 
 
 def _unpickle(array: np.ndarray, dtype_name: str, spec: tuple[Any, ...], requires_grad: bool) -> Tensor:

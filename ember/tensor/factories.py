@@ -16,7 +16,9 @@ import numpy as np
 from .. import _shape as S
 from .. import dtype as dt
 from .. import ops as _ops
+from ..backends.autodiff.mode import watch_inference
 from ..errors import DTypeError, IntegerPowerError, ZeroDivisionByIntegerError
+from . import core as _core
 from .core import _SCALARS, Tensor, _check_device, _float_of, _make, _new, _pyscalar, _scalar_for
 
 #: the dtype rules of binary ops: promote (``_ARITH``), promote to a float (``_TRUEDIV``,
@@ -69,6 +71,15 @@ def _binary(op: str, rule: int, rop: str | None = None, doc: str | None = None,
     if op == "pow":
         return _checked_power(forward, reverse)
     return forward, reverse
+
+
+def _watch(on: bool) -> None:
+    """Follow ``core._new`` (inference mode's marking allocator, see ``watch_inference``)."""
+    global _new
+    _new = _core._new_marking if on else object.__new__
+
+
+watch_inference(_watch)
 
 
 def _int_result(a: Tensor, b: Any) -> bool:

@@ -16,11 +16,22 @@ import numpy as np
 
 from .. import _shape as S
 from .. import dtype as dt
+from ..backends.autodiff.mode import watch_inference
 from ..errors import DTypeError, ShapeError
+from . import core as _core
 from .core import Tensor, _autocast, _make, _new
 
 #: the result of ``max(dim)`` / ``min(dim)``, as torch's ``torch.return_types.max``
 MinMax = namedtuple("MinMax", ["values", "indices"])
+
+
+def _watch(on: bool) -> None:
+    """Follow ``core._new`` (inference mode's marking allocator, see ``watch_inference``)."""
+    global _new
+    _new = _core._new_marking if on else object.__new__
+
+
+watch_inference(_watch)
 
 
 class ReductionMethods:

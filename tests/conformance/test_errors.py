@@ -215,6 +215,26 @@ def test_errors_are_ember_errors() -> None:
     assert issubclass(IndexOutOfRangeError, IndexError)
 
 
+# torch raises RuntimeError for these mistakes: code written for torch catches ember's error too
+_TORCH_RUNTIME_ERRORS: list[tuple[str, Callable[[Any], Any]]] = [
+    ("matmul", lambda lib: lib.ones(3, 4) @ lib.ones(3, 4)),
+    ("reshape", lambda lib: lib.ones(3, 4).reshape(5, 3)),
+    ("cat", lambda lib: lib.cat([lib.ones(3, 4), lib.ones(2, 5)])),
+    ("expand", lambda lib: lib.ones(3, 4).expand(2, 3, 5)),
+    ("add broadcast", lambda lib: lib.ones(3, 4) + lib.ones(2, 4)),
+    ("gather index", lambda lib: lib.ones(3, 4).gather(1, lib.tensor([[7]])).tolist()),
+]
+
+
+@pytest.mark.parametrize("name, call", _TORCH_RUNTIME_ERRORS, ids=[n for n, _ in _TORCH_RUNTIME_ERRORS])
+def test_runtime_error_where_torch_raises_one(name: str, call: Callable[[Any], Any]) -> None:
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError):
+        call(torch)
+    with pytest.raises(RuntimeError):
+        call(ember)
+
+
 def test_backward_needs_autodiff_device(plain_device: ember.Device) -> None:
     x = ember.tensor([1.0, 2.0], device=plain_device)
     with pytest.raises(AutodiffError) as ei:

@@ -12,8 +12,10 @@ method, allocating nothing; the plain device's call plus one frame (issue 18: <=
 plain device per op). Otherwise the tracked arguments are unwrapped, and while grad mode is
 on (read only here, on the tracked path) ``_record`` adds a node holding the op's rule
 (``rules.RULES``) and the values the rule needs; ``backward`` walks the nodes
-(``node.run_backward``) and runs every rule on the *inner* backend, so on a lazy backend the
-backward ops are fused like any others.
+(``node.run_graph``) and runs every rule on the *inner* backend, so on a lazy backend the
+backward ops are fused like any others. A ``create_graph`` backward (``run_autograd``) runs
+the rules on this backend instead, on the kept values re-joined with their nodes, so the
+backward pass is recorded too (double backward).
 
 Every op method is generated per instance as a closure over the inner op and its rule (one
 frame per call), by the factory of its calling convention: the first argument the only
@@ -47,7 +49,7 @@ from ..base import (
 )
 from .checkpoint import Recipe
 from .mode import mode
-from .node import ADTensor, Node, holder_value, leaf, retained_bytes, run_backward
+from .node import ADTensor, Node, holder_value, leaf, retained_bytes, run_backward, run_graph
 from .rules import RULES, Rule
 
 __all__ = ["Autodiff"]
@@ -129,12 +131,15 @@ class Autodiff(Backend):
                 methods[op] = self._mixed_op(self._fns[op], RULES[op])
         # the non-differentiable primitives (argsort, cumargmax) and the attention family's
         # backward (one op for the inner backend's kernels) forward untracked
-        untracked = set(primitives("sort", "scan")) | set(op_names("attention", where=lambda o: o.grad is None))
+        untracked = set(primitives("sort", "scan"))
+        backward_only = set(op_names("attention", where=lambda o: o.grad is None))
         for op, entry in REGISTRY.items():
             if op in methods or op in Autodiff.__dict__:
                 continue
             if op in untracked:
                 methods[op] = self._untracked_op(self._fns[op])
+            elif op in backward_only:
+                methods[op] = self._backward_only_op(self._fns[op], op)
             elif entry.compose is not None:  # a composite without a rule of its own (mean, gelu, ...)
                 methods[op] = self._composite_op(self._fns[op], getattr(Backend, op))
         for op, method in methods.items():
@@ -256,6 +261,19 @@ class Autodiff(Backend):
 
         return op
 
+    def _backward_only_op(self, fn: Callable[..., Any], name: str) -> Callable[..., Any]:
+        """An op that only backward rules call (the attention family's backward): untracked, and
+        refused where it would be recorded (a ``create_graph`` pass), as its own gradient is
+        not defined: double backward through it would silently miss terms."""
+
+        def op(*call: Any) -> Any:
+            if mode.enabled and any(_tracked(a) for a in call):
+                raise AutodiffError(f"double backward (create_graph=True) through {name} is not "
+                                    "supported: it has no gradient rule of its own")
+            return fn(*map(_unwrap, call))
+
+        return op
+
     # ------------------------------------------------------------------ recording
     def _first_recorder(self, rule: Rule, fn: Callable[..., Any]) -> Callable[..., ADTensor]:
         """``_record`` for the ops whose only tensor argument is the first (``call[0]``, tracked):
@@ -314,6 +332,7 @@ class Autodiff(Backend):
         parents: list[Node | None] = []
         shapes: list[tuple[int, ...]] = []
         saved: list[Any] = [None]  # [out, *call]: see Node.saved
+        links: list[tuple[int, int, int]] = []  # see Node.links
         saves = rule.saves
         if rule.reads is not None:  # keep only what the tracked inputs' gradients read
             for i, reads in rule.reads.items():
@@ -322,12 +341,16 @@ class Autodiff(Backend):
         for i, a in enumerate(call):
             c = a.__class__
             if c is ADTensor:
+                if i in saves:
+                    links.append((len(saved), len(parents), -1))
                 parents.append(a.node)
                 shapes.append(a.shape)
                 saved.append(_keep(a) if i in saves else a.shape)
             elif (c is tuple or c is list) and a and _is_value(a[0]):  # a tensor list
                 keep = i in saves
-                for t in a:
+                for j, t in enumerate(a):
+                    if keep and t.__class__ is ADTensor:
+                        links.append((len(saved), len(parents), j))
                     parents.append(t.node if t.__class__ is ADTensor else None)
                     shapes.append(t.shape)
                 saved.append(tuple((_keep(t) if t.__class__ is ADTensor else t) if keep else t.shape for t in a))
@@ -338,6 +361,7 @@ class Autodiff(Backend):
             else:
                 saved.append(a)
         node = Node(tuple(parents), tuple(shapes), rule)
+        node.links = tuple(links)
         if self._balanced and rule.recompute:
             node.recipe = Recipe(fn, tuple(_keep(a) if a.__class__ is ADTensor else a for a in call))
         if rule.saves_out:
@@ -459,3 +483,27 @@ class Autodiff(Backend):
 
     def retained_bytes(self, p: Any) -> int:
         return retained_bytes(self.inner, p.node if p.__class__ is ADTensor else None)
+
+    def run_autograd(self, outputs: list[Any], grads: list[Any], inputs: list[Any] | None,
+                     retain_graph: bool, create_graph: bool, accumulate: bool) -> list[Any] | None:
+        if create_graph and self._balanced:
+            raise AutodiffError("create_graph=True needs every saved value as recorded; it is not "
+                                "supported under checkpointing='balanced' (recomputed values are untracked)")
+        roots: list[Node] = []
+        seeds: list[Any] = []
+        for p, g in zip(outputs, grads):
+            if g is None:
+                g = self.inner.full(p.shape, 1.0, self.inner.dtype(p.inner))
+            elif not create_graph and g.__class__ is ADTensor:
+                g = g.inner
+            roots.append(p.node)
+            seeds.append(g)
+        targets = None if inputs is None else [p.node for p in inputs]
+        B = self if create_graph else self.inner
+        got = run_graph(B, roots, seeds, retain_graph, self._balanced, targets, accumulate, create_graph)
+        if targets is None or accumulate:
+            return None
+        return [got.get(n) for n in targets]
+
+    def graph_node(self, p: Any) -> Node | None:
+        return p.node if p.__class__ is ADTensor else None
