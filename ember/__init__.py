@@ -9,6 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from . import errors, tracing
+from .backends import cuda as _backends_cuda  # noqa: F401  (torch.backends.cuda.matmul.allow_tf32)
+from .backends import cudnn as _backends_cudnn  # noqa: F401  (torch.backends.cudnn.benchmark = ...)
+from .backends import mps as _backends_mps  # noqa: F401
 from .backends.autodiff.mode import (
     enable_grad,
     inference_mode,
@@ -17,6 +20,8 @@ from .backends.autodiff.mode import (
     no_grad,
     set_grad_enabled,
 )
+from .compat import *  # noqa: F403
+from .compat import __all__ as _compat_all
 from .creation import *  # noqa: F403
 from .creation import __all__ as _creation_all
 from .device import Device, DeviceKind
@@ -41,7 +46,10 @@ from .functional import __all__ as _functional_all
 from .precision import get_float32_matmul_precision, set_float32_matmul_precision
 from .serialization import load, save
 from .tensor import Tensor
+from .tensor.factories import install_inplace_variants as _install_inplace_variants
 from .tracing import profile
+
+_install_inplace_variants()  # every method table is on Tensor now (composite, special, ...)
 
 __version__ = "0.1.0"
 
@@ -79,7 +87,7 @@ def from_dlpack(obj: Any) -> Tensor:
 
 #: subpackages reachable as attributes after ``import ember`` (``ember.nn.Linear``, as
 #: ``torch.nn.Linear``) but imported on first use, so ``import ember`` stays cheap
-_LAZY_SUBPACKAGES = frozenset({"cube", "nn", "optim", "utils", "amp", "linalg", "special", "autograd"})
+_LAZY_SUBPACKAGES = frozenset({"cube", "nn", "optim", "utils", "amp", "linalg", "special", "autograd", "cuda"})
 #: names of ``ember.amp.autocast_mode`` that are also ``ember.*`` (``ember.autocast``, as
 #: ``torch.autocast``), loaded on first use like the subpackages
 _LAZY_AMP = frozenset({"autocast", "is_autocast_enabled", "get_autocast_dtype"})
@@ -98,6 +106,11 @@ def __getattr__(name: str) -> Any:
 
         value = globals()[name] = getattr(autocast_mode, name)
         return value
+    if name == "Generator":  # as torch.Generator; its base class lives in ember.random (loaded on first use)
+        from .creation import torch_generator_class
+
+        value = globals()[name] = torch_generator_class()
+        return value
     if name == "inspect_fusion":  # the Fusion layer (and dataclasses) load with the first device
         from .backends.fusion.inspect import inspect_fusion
 
@@ -108,10 +121,10 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "Tensor", "Device", "DeviceKind", "DType", "errors", "tracing", "profile", "backend_name", "sync", "inspect_fusion",  # noqa: F405 (__getattr__)
-    "from_dlpack", "autocast", "is_autocast_enabled", "get_autocast_dtype",  # noqa: F405 (__getattr__)
+    "from_dlpack", "Generator", "autocast", "is_autocast_enabled", "get_autocast_dtype",  # noqa: F405 (__getattr__)
     "empty_cache", "save", "load", "set_float32_matmul_precision", "get_float32_matmul_precision",
     "no_grad", "enable_grad", "is_grad_enabled", "set_grad_enabled", "inference_mode", "is_inference_mode_enabled",
     "float32", "float16", "bfloat16", "float64", "int8",
     "int16", "int32", "int64", "uint8", "bool", "get_default_dtype", "set_default_dtype", "promote_types",
-    *_creation_all, *_functional_all,
+    *_creation_all, *_functional_all, *_compat_all,
 ]

@@ -7,8 +7,11 @@ Data is always copied: a tensor never aliases the caller's numpy array.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import sys
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -33,6 +36,7 @@ __all__ = [
     "eye", "rand", "randn", "randint", "zeros_like", "ones_like", "full_like", "empty_like",
     "rand_like", "randn_like", "randint_like", "manual_seed", "get_default_device",
     "set_default_device", "initial_seed", "logspace", "scalar_tensor", "tril_indices", "triu_indices",
+    "seed", "get_rng_state", "set_rng_state", "is_tensor", "is_floating_point", "Size",
 ]
 
 
@@ -40,6 +44,10 @@ def _device(device: Any) -> Device:
     if device is None:
         return get_default_device()
     if isinstance(device, str):
+        # "cpu" is the host, as in ``Tensor.to("cpu")`` and ``ember.device("cpu")``: a script's
+        # ``torch.zeros(n, device="cpu")`` must meet the tensors its model makes on the default device
+        if device.strip().lower() in ("cpu", "cpu:0"):
+            return _host_device()
         return Device.parse(device)
     if not isinstance(device, Device):
         raise TypeError(f"device must be an ember.Device, got {device!r}")
@@ -289,19 +297,148 @@ def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,
 
 
 # --------------------------------------------------------------------------- random
-def manual_seed(seed: int) -> None:
+def manual_seed(seed: int) -> Any:
     """As ``torch.manual_seed``: seed the global Philox generator, shared by every device (one seed
-    gives the same values on every device, ``docs/random.md``)."""
+    gives the same values on every device, ``docs/random.md``); returns it, as torch does."""
     from . import random as R
 
-    R.manual_seed(int(seed))
+    return R.manual_seed(int(seed))
 
 
 def initial_seed() -> int:
     """As ``torch.initial_seed``: the seed of the global generator."""
     from . import random as R
 
-    return R.get_rng_state()[0]
+    return R.initial_seed()
+
+
+def seed() -> int:
+    """As ``torch.seed``: reseed the global generator non-deterministically; returns the seed."""
+    from . import random as R
+
+    return R.seed()
+
+
+def get_rng_state() -> tuple[int, int]:
+    """As ``torch.get_rng_state``: the global generator's state, for ``set_rng_state`` (a
+    ``(seed, offset)`` pair, where torch returns a byte tensor)."""
+    from . import random as R
+
+    return R.get_rng_state()
+
+
+def set_rng_state(new_state: Any) -> None:
+    """As ``torch.set_rng_state``: resume the global stream at a state from ``get_rng_state``."""
+    from . import random as R
+
+    R.set_rng_state(new_state)
+
+
+@functools.cache
+def torch_generator_class() -> type:
+    """``ember.Generator``, as ``torch.Generator(device="cpu")``: an ``ember.random.Generator``
+    (a private Philox stream for ``generator=`` arguments) built on first use, so ``import ember``
+    does not load ``ember.random``."""
+    R = _rng()
+
+    class Generator(R.Generator):
+        """As ``torch.Generator(device="cpu")``: a private Philox stream for ``generator=`` arguments.
+
+        One generator serves every device (the stream is the same everywhere), so ``device`` is
+        checked and kept (``.device``) but changes nothing. Unseeded, it starts from a fresh seed
+        (torch: a fixed default seed); call ``manual_seed`` for reproducible draws."""
+
+        __slots__ = ("_device",)
+
+        def __init__(self, device: Any = "cpu") -> None:
+            super().__init__()
+            self._device = _as_device(device)
+
+        @property
+        def device(self) -> Device:
+            """The device named at construction (every device draws the same stream)."""
+            return self._device
+
+    Generator.__module__ = "ember"
+    return Generator
+
+
+def is_tensor(obj: Any) -> bool:
+    """As ``torch.is_tensor``: whether ``obj`` is an ``ember.Tensor`` (a Parameter is one)."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input: Tensor) -> bool:
+    """As ``torch.is_floating_point``: whether ``input``'s dtype is a floating point type."""
+    return bool(input.dtype.is_floating_point)
+
+
+class Size(tuple):
+    """As ``torch.Size``: a tuple of sizes (``Tensor.shape`` is a plain tuple, equal to it)."""
+
+    __slots__ = ()
+
+    def numel(self) -> int:
+        """The number of elements of a tensor of this shape."""
+        return math.prod(self)
+
+    def __repr__(self) -> str:
+        return f"ember.Size({list(self)})"
+
+
+# --------------------------------------------------------------------------- torch.device
+def _host_device() -> Device:
+    """What ``ember.device("cpu")`` names: the default device when it is a host device (Flex or
+    the Cube CPU device, with its autodiff wrapping), else Flex with autodiff."""
+    d = get_default_device()
+    inner = d.inner()
+    if inner.spec[0] in ("flex", "fusion") or (inner.spec[0] == "cube" and inner.spec[1] == "cpu"):
+        return d
+    return Device.flex().autodiff()
+
+
+def _as_device(type: Any, index: int | None = None) -> Device:  # noqa: A002 (torch's argument name)
+    """``ember.device(type, index=None)``, as ``torch.device``: see ``_DeviceModule.__call__``."""
+    if isinstance(type, Device):
+        if index is not None:
+            raise TypeError("device(Device, index): a Device names its index already")
+        return type
+    if isinstance(type, int) and not isinstance(type, bool):  # torch.device(0) is cuda:0
+        type, index = "cuda", type
+    if not isinstance(type, str):
+        raise TypeError(f"device() expects a string, an int or a Device, got {type!r}")
+    text = type.strip().lower()
+    name, _, idx = text.partition(":")
+    if idx and index is not None:
+        raise RuntimeError(f"type (string) must not include an index because index was passed explicitly: {type}")
+    if name == "cpu":
+        return _host_device()
+    if name == "cuda":
+        return Device.cuda(int(idx or index or 0)).autodiff()
+    return Device.parse(text if index is None else f"{text}:{index}")
+
+
+class _DeviceModule(types.ModuleType):
+    """The class of the ``ember.device`` module: callable as ``torch.device`` is, and usable in
+    ``isinstance(x, ember.device)``, while ``ember.device.Device`` and friends stay reachable."""
+
+    def __call__(self, type: Any, index: int | None = None) -> Device:  # noqa: A002
+        """As ``torch.device(type, index=None)``: ``"cpu"`` (and ``"cpu:0"``) names the host as
+        ``Tensor.to("cpu")`` does (the default device when it is a host device, else Flex, with
+        autodiff); ``"cuda"``, ``"cuda:1"``, ``("cuda", 1)`` or ``1`` name ``Device.cuda(i).autodiff()``
+        (torch's tensors on every device record gradients); other strings go to ``Device.parse``;
+        a ``Device`` is returned as is."""
+        return _as_device(type, index)
+
+    def __instancecheck__(self, obj: Any) -> bool:
+        return isinstance(obj, Device)
+
+
+# the class lives here, but the module's name is its own: ``ember.device.__module__`` (read from
+# the class) must not point here, or tools that follow a member's ``__module__`` (the API
+# reference's inspector) take the module for an alias of this one
+_DeviceModule.__module__ = Device.__module__
+sys.modules[Device.__module__].__class__ = _DeviceModule
 
 
 #: ``ember.random``, imported on first use (it imports ml_dtypes: tens of milliseconds of

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -106,10 +106,12 @@ class _Writer:
                         "dicts, lists, tuples, ints, floats, bools, None and strings (never pickle)")
 
 
-def save(obj: Any, path: str | os.PathLike[str]) -> None:
+def save(obj: Any, path: str | os.PathLike[str] | IO[bytes], pickle_module: Any = None,
+         pickle_protocol: int = 2, _use_new_zipfile_serialization: bool = True) -> None:
     """Write ``obj`` (tensors and nested dicts/lists/tuples of tensors and plain values) to
-    ``path`` as a safetensors file (see the module docstring); as ``torch.save`` but without
-    pickle."""
+    ``path`` (a file name, or a binary file object such as ``io.BytesIO``, written from its
+    position) as a safetensors file (see the module docstring); as ``torch.save`` but without
+    pickle (torch's pickle arguments are accepted and ignored)."""
     import json
     import tempfile
 
@@ -119,6 +121,9 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
     structure = w.encode(obj, [])
     meta = {"format": "pt", _META_KEY: json.dumps({"version": _FORMAT_VERSION, "obj": structure})}
     data = safetensors.numpy.save(w.arrays, metadata=meta)
+    if hasattr(path, "write"):
+        path.write(data)
+        return
     target = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(target))
     fd, tmp = tempfile.mkstemp(prefix=os.path.basename(target) + ".", suffix=".tmp", dir=folder)
@@ -137,19 +142,21 @@ def save(obj: Any, path: str | os.PathLike[str]) -> None:
 
 
 # --------------------------------------------------------------------------- loading
-def _read(path: str) -> tuple[dict[str, str] | None, dict[str, np.ndarray]]:
-    """The header metadata and every tensor's array, after checking the file completely."""
+def _read(path: str, raw: bytes | None = None) -> tuple[dict[str, str] | None, dict[str, np.ndarray]]:
+    """The header metadata and every tensor's array, after checking the file (or ``raw``, the
+    bytes of a file object named ``path``) completely."""
     import json
 
     import safetensors
 
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        raise
-    except OSError as e:
-        raise CheckpointError(f"cannot read checkpoint {path!r}: {e}") from e
+    if raw is None:
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raise
+        except OSError as e:
+            raise CheckpointError(f"cannot read checkpoint {path!r}: {e}") from e
     if len(raw) < 8:
         raise CheckpointError(f"{path!r} is not a safetensors file: {len(raw)} bytes, shorter than the header size")
     n = int.from_bytes(raw[:8], "little")
@@ -231,17 +238,43 @@ def _build(node: Any, device: Any) -> Any:
     return node
 
 
-def load(path: str | os.PathLike[str], device: Any = None) -> Any:
-    """Read a file ``save`` (or ``safetensors.torch.save_file``) wrote; tensors on ``device``
-    (a Device or its string; default: the default device), leaves not requiring grad. As
-    ``torch.load`` with ``weights_only=True``, but safetensors, not pickle."""
+def load(path: str | os.PathLike[str] | IO[bytes], map_location: Any = None, pickle_module: Any = None, *,
+         weights_only: bool | None = None, mmap: bool | None = None, device: Any = None,
+         **pickle_load_args: Any) -> Any:
+    """Read a file ``save`` (or ``safetensors.torch.save_file``) wrote, from a file name or a
+    binary file object (read from its position); tensors on ``device`` (a Device or its
+    string; default: the default device), leaves not requiring grad. As ``torch.load`` with
+    ``weights_only=True``, but safetensors, not pickle.
+
+    torch's ``map_location`` is read as ``ember.device(map_location)`` (``"cpu"`` is the host,
+    as ``Tensor.to("cpu")``: the default device when it is a host device). A dict maps saved
+    locations to targets: ember's files keep no location, so its targets must all name one
+    device, which every tensor goes to. A function (torch's ``lambda storage, loc: storage``
+    idiom keeps tensors on the CPU) is not called: tensors go to the default device.
+    ``weights_only``, ``mmap`` and the pickle arguments are accepted and ignored: loading never
+    runs code, and the whole file is read and checked."""
     import json
 
     from .creation import get_default_device
     from .device import Device
 
-    p = os.fspath(path)
-    meta, arrays = _read(p)
+    if map_location is not None and device is None and not callable(map_location):
+        from .creation import _as_device
+
+        if isinstance(map_location, dict):
+            targets = {_as_device(v) for v in map_location.values()}
+            if len(targets) > 1:
+                raise ValueError("ember.load: a map_location dict must map every location to one device "
+                                 f"(ember's files keep no location), got {sorted(map(str, map_location.values()))}")
+            device = targets.pop() if targets else None
+        else:
+            device = _as_device(map_location)
+    if hasattr(path, "read"):
+        p = repr(getattr(path, "name", path))
+        meta, arrays = _read(p, path.read())
+    else:
+        p = os.fspath(path)
+        meta, arrays = _read(p)
     if meta is not None and _META_KEY in meta:
         try:
             doc = json.loads(meta[_META_KEY])

@@ -100,14 +100,17 @@ def device_type_of(t: Tensor) -> str:
 def _check_device_type(device_type: Any) -> str:
     if not isinstance(device_type, str):
         raise ValueError(f"Expected `device_type` of type `str`, got: `{type(device_type)}`")
+    if device_type == "flex":  # ``Device.flex().type`` (what ``ember.device("cpu").type`` reads): the host
+        return "cpu"
     if device_type not in _DEFAULT_DTYPE:
         raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
     return device_type
 
 
 def is_autocast_available(device_type: str) -> bool:
-    """As ``torch.amp.is_autocast_available``: whether autocast knows this device type."""
-    return device_type in _DEFAULT_DTYPE
+    """As ``torch.amp.is_autocast_available``: whether autocast knows this device type (``"flex"``
+    is ``"cpu"``)."""
+    return device_type in _DEFAULT_DTYPE or device_type == "flex"
 
 
 def is_autocast_enabled(device_type: str | None = None) -> bool:
@@ -158,7 +161,7 @@ class autocast:  # noqa: N801  (torch's name)
     def __init__(self, device_type: str, dtype: Any = None, enabled: bool = True,
                  cache_enabled: bool | None = None) -> None:
         self.device = _check_device_type(device_type)
-        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else dt.as_dtype(dtype)
+        self.fast_dtype = get_autocast_dtype(self.device) if dtype is None else dt.as_dtype(dtype)
         self._cache_enabled = is_autocast_cache_enabled() if cache_enabled is None else bool(cache_enabled)
         enabled = bool(enabled)
         if enabled and self.fast_dtype not in _SUPPORTED_DTYPES:

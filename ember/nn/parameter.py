@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..tensor import Tensor, _make
+from ..tensor import Tensor
 
 __all__ = ["Parameter", "Buffer"]
 
@@ -73,10 +73,7 @@ class Parameter(Tensor):
         """Whether gradients are recorded for this parameter (as torch)."""
         self.requires_grad_(value)
 
-    @property
-    def data(self) -> Tensor:
-        """The values as a plain tensor that does not require grad (as torch's ``.data``)."""
-        return _make(self._bk.detach(self._p), self._bk, self._dt)
+    data = Tensor.data  # the getter's alias writes in-place updates back (``Tensor.data``)
 
     @data.setter
     def data(self, value: Tensor) -> None:

@@ -14,6 +14,10 @@ from .. import dtype as dt
 from ..device import Device
 from .core import Tensor, _make, get_default_device
 
+#: dtype name -> the stem of torch's legacy tensor type name (``Tensor.type()``)
+_LEGACY_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int64": "Long",
+                 "int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
 
 class ConversionMethods:
     """Tensor's conversions (a method table: ``install_methods`` copies it onto Tensor)."""
@@ -92,6 +96,57 @@ class ConversionMethods:
         returned as is, a GPU one moves to the default host device keeping autodiff)."""
         return self.to(self._host_device())
 
+    def type_as(self, other: Tensor) -> Tensor:
+        """As ``torch.Tensor.type_as``: this tensor cast to ``other``'s dtype (the device stays)."""
+        return self.to(other.dtype)
+
+    def element_size(self) -> int:
+        """As ``torch.Tensor.element_size``: bytes per element."""
+        return self._dt.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        """As ``torch.Tensor.itemsize``: bytes per element."""
+        return self._dt.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """As ``torch.Tensor.nbytes``: bytes of the elements."""
+        return self._dt.itemsize * self.numel()
+
+    def nelement(self) -> int:
+        """As ``torch.Tensor.nelement``: the number of elements (``numel``)."""
+        return self.numel()
+
+    def ndimension(self) -> int:
+        """As ``torch.Tensor.ndimension``: the number of dims (``dim``)."""
+        return self.ndim
+
+    def is_contiguous(self, memory_format: Any = None) -> bool:
+        """As ``torch.Tensor.is_contiguous``: True (layouts are not observable; ``contiguous`` is free)."""
+        return True
+
+    def is_complex(self) -> bool:
+        """As ``torch.Tensor.is_complex``: False (ember has no complex dtypes)."""
+        return False
+
+    def is_signed(self) -> bool:
+        """As ``torch.Tensor.is_signed``: whether the dtype holds negative values."""
+        return bool(self._dt.is_signed)
+
+    def get_device(self) -> int:
+        """As ``torch.Tensor.get_device``: the CUDA index, or -1 on a host device."""
+        inner = self._bk.device.inner()
+        return int(inner.spec[2][0]) if inner.type == "cuda" else -1
+
+    def pin_memory(self, device: Any = None) -> Tensor:
+        """As ``torch.Tensor.pin_memory``: the tensor itself (transfers complete before they return)."""
+        return self
+
+    def is_pinned(self, device: Any = None) -> bool:
+        """As ``torch.Tensor.is_pinned``: False (no pinned host memory)."""
+        return False
+
     def cuda(self, device: Any = None, non_blocking: bool = False, memory_format: Any = None) -> Tensor:
         """As ``torch.Tensor.cuda``: the tensor on ``Device.cuda(device)`` (index or device),
         keeping its autodiff wrapping."""
@@ -105,8 +160,12 @@ class ConversionMethods:
                 target = target.autodiff()
         return self.to(target)
 
-    def type(self, d: Any) -> Tensor:
-        """As ``torch.Tensor.type(dtype)``: ``to(d)`` (a dtype or its name; no type-string form)."""
+    def type(self, d: Any = None, non_blocking: bool = False) -> Any:
+        """As ``torch.Tensor.type``: ``to(d)`` (a dtype or its name); without ``d`` the legacy
+        type name, as torch spells it (``"torch.FloatTensor"``, ``"torch.LongTensor"``, ...), so
+        a ported script's comparisons with torch's strings hold."""
+        if d is None:
+            return "torch." + _LEGACY_NAMES.get(self._dt.name, self._dt.name) + "Tensor"
         return self.to(d)
 
     def float(self, memory_format: Any = None) -> Tensor:

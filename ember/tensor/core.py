@@ -21,7 +21,7 @@ import numpy as np
 from .. import _shape as S
 from .. import dtype as dt
 from .. import tracing
-from ..backends.autodiff.mode import is_grad_enabled, watch_inference
+from ..backends.autodiff.mode import is_grad_enabled, no_grad, watch_inference
 from ..backends.autodiff.mode import mode as _mode
 from ..device import Device
 from ..errors import AutodiffError, DeviceMismatchError, DTypeError, ShapeError
@@ -32,6 +32,9 @@ __all__ = ["Tensor", "InferenceTensor", "get_default_device", "set_default_devic
 #: ``_new_marking`` while some thread is in inference mode (``watch_inference``)
 _new = object.__new__
 _SCALARS = (int, float, bool)
+#: how tensors print (``ember.set_printoptions``, as torch's): numpy's array2string arguments
+PRINT_OPTIONS: dict[str, Any] = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 75,
+                                 "suppress_small": False}
 _DEFAULT_FLOAT = dt.float32
 
 
@@ -194,9 +197,40 @@ class Tensor:
         return S.numel(self._p.shape)
 
     @property
-    def is_floating_point(self) -> bool:
-        """Whether the dtype is a floating point type. A property (torch: a method, ``x.is_floating_point()``)."""
-        return self._dt.is_floating_point
+    def is_floating_point(self) -> _Flag:
+        """Whether the dtype is a floating point type: a bool that can also be called, so
+        torch's ``x.is_floating_point()`` and ember's ``x.is_floating_point`` both work."""
+        return _TRUE if self._dt.is_floating_point else _FALSE
+
+    @property
+    def is_cuda(self) -> bool:
+        """As ``torch.Tensor.is_cuda``: whether the tensor lives on a CUDA device."""
+        return self._bk.device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        """As ``torch.Tensor.is_cpu``: whether the tensor lives on a host device (Flex or the Cube CPU device)."""
+        return self._bk.device.type in ("flex", "cpu")
+
+    @property
+    def data(self) -> Tensor:
+        """As ``torch.Tensor.data``: the values, detached. In-place ops on the result also
+        write into this tensor (``w.data.normal_(0, 0.02)``, ``p.data.clamp_(-1, 1)`` update
+        ``w`` and ``p``, as in torch), outside the autodiff graph; other ops give new tensors."""
+        alias = _new(_DataAlias)
+        alias._p = self._bk.detach(self._p)
+        alias._bk = self._bk
+        alias._dt = self._dt
+        alias._owner = self
+        return alias
+
+    @data.setter
+    def data(self, value: Tensor) -> None:
+        """As torch's ``x.data = t``: this tensor takes ``t``'s values (shape, dtype and device
+        too), keeping its own ``requires_grad``, outside the autodiff graph."""
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        _set_data(self, value)
 
     # ------------------------------------------------------------------ autodiff
     @property
@@ -383,8 +417,10 @@ class Tensor:
         a = np.asarray(self.numpy())
         if self._dt is dt.bfloat16 or self._dt is dt.float16:
             a = a.astype(np.float32)
-        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000,
-                               precision=4, suppress_small=False)
+        o = PRINT_OPTIONS
+        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=o["threshold"],
+                               precision=o["precision"], suppress_small=o["suppress_small"],
+                               edgeitems=o["edgeitems"], max_line_width=o["linewidth"])
         extras = []
         if self._dt not in (dt.float32, dt.int64, dt.bool_):
             extras.append(f"dtype={self._dt!r}")
@@ -428,6 +464,57 @@ class Tensor:
             p = bk.replace_value(self._p, p)
         self._p = p
         return self
+
+
+class _Flag(int):
+    """A bool that can also be called (``Tensor.is_floating_point``): ``if x.is_floating_point``
+    and torch's ``x.is_floating_point()`` both read it."""
+
+    __slots__ = ()
+
+    def __call__(self) -> bool:
+        return bool(self)
+
+    def __repr__(self) -> str:
+        return repr(bool(self))
+
+    __str__ = __repr__
+
+
+_TRUE, _FALSE = _Flag(1), _Flag(0)
+
+
+class _DataAlias(Tensor):
+    """What ``Tensor.data`` returns: a detached tensor whose in-place updates (every in-place
+    method goes through ``_assign``) are also written into the tensor it was read from, under
+    ``no_grad`` (a leaf keeps its identity and ``.grad``, as an optimizer step does)."""
+
+    __slots__ = ("_owner",)
+
+    def _assign(self, result: Tensor) -> Tensor:
+        Tensor._assign(self, result)
+        owner = self._owner
+        with no_grad():
+            if owner.shape == self.shape:
+                owner._assign(self)
+            else:  # a shape-changing in-place op (``data.resize_``-like): rebind outright
+                _set_data(owner, self)
+        return self
+
+
+def _set_data(t: Tensor, value: Tensor) -> None:
+    """``t.data = value``: ``t`` rebound to ``value``'s data, detached, keeping whether it
+    records gradients (a leaf of the same shape, dtype and device keeps its node and ``.grad``)."""
+    bk = t._bk
+    tracked = bk.is_tracked(t._p)
+    if value._bk is bk and value.shape == t.shape and value._dt is t._dt and tracked and bk.is_leaf(t._p):
+        t._p = bk.replace_value(t._p, bk.detach(value._p))
+        return
+    nbk = value._bk
+    p = nbk.detach(value._p)
+    if tracked and nbk.device.is_autodiff and value._dt.is_floating_point:
+        p = nbk.require_grad(p)
+    t._bk, t._dt, t._p = nbk, value._dt, p
 
 
 class InferenceTensor(Tensor):

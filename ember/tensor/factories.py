@@ -227,3 +227,56 @@ def _inplace(name: str) -> Any:
                  "rebound to the result: a view taken before keeps its values).")
     return f
 
+
+
+def _reshape_inplace(name: str) -> Any:
+    """``<name>_`` of a layout op (``unsqueeze_``, ``t_``, ...): the tensor rebound to the
+    method's result, whose shape differs (``_assign`` keeps shapes, so this rebinds directly;
+    a leaf that requires grad raises outside ``no_grad``, as ``_assign`` and torch do)."""
+
+    def f(self: Tensor, *args: Any, **kwargs: Any) -> Tensor:
+        from ..backends.autodiff.mode import is_grad_enabled
+        from ..errors import AutodiffError
+
+        result = getattr(self, name)(*args, **kwargs)
+        bk = self._bk
+        if bk.is_tracked(self._p) and bk.is_leaf(self._p) and is_grad_enabled():
+            raise AutodiffError("a leaf tensor that requires grad is used in an in-place operation; "
+                                "wrap the update in `with ember.no_grad():`")
+        self._p = result._p
+        return self
+
+    f.__name__ = name + "_"
+    f.__doc__ = (f"As ``torch.Tensor.{name}_``: the tensor rebound to ``{name}``'s result (a view taken "
+                 "before keeps its shape and values).")
+    return f
+
+
+#: torch's in-place forms of same-shape methods, generated where the method exists and its
+#: ``_`` form is not defined by hand (``install_inplace_variants``)
+INPLACE_VARIANTS = (
+    "abs", "absolute", "acos", "acosh", "asin", "asinh", "atan", "atanh", "arccos", "arccosh", "arcsin",
+    "arcsinh", "arctan", "arctanh", "atan2", "arctan2", "ceil", "floor", "round", "trunc", "fix", "frac",
+    "sqrt", "rsqrt", "square", "sigmoid", "tanh", "sin", "cos", "tan", "sinh", "cosh", "sinc", "log",
+    "log10", "log1p", "log2", "exp2", "expm1", "erf", "erfc", "erfinv", "reciprocal", "sign", "sgn",
+    "clamp_min", "clamp_max", "clip", "lerp", "addcmul", "addcdiv", "hypot", "fmod", "remainder",
+    "floor_divide", "true_divide", "divide", "multiply", "subtract", "negative", "nan_to_num", "eq", "ne",
+    "lt", "le", "gt", "ge", "greater", "greater_equal", "less", "less_equal", "not_equal", "logical_and",
+    "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "bitwise_left_shift", "bitwise_right_shift", "index_add", "index_fill", "index_copy", "index_put",
+    "masked_scatter", "scatter_reduce", "cumsum", "cumprod", "logit", "digamma", "lgamma", "xlogy",
+    "heaviside", "copysign", "deg2rad", "rad2deg", "i0", "nextafter", "ldexp", "gcd", "lcm", "renorm",
+)
+#: layout ops whose in-place form changes the shape
+RESHAPE_INPLACE_VARIANTS = ("unsqueeze", "squeeze", "t", "transpose", "swapaxes", "swapdims")
+
+
+def install_inplace_variants() -> None:
+    """Give ``Tensor`` the ``_`` forms above whose method exists (called once every method
+    table, including those of modules above the Tensor package, is installed)."""
+    for name in INPLACE_VARIANTS:
+        if hasattr(Tensor, name) and not hasattr(Tensor, name + "_"):
+            setattr(Tensor, name + "_", _inplace(name))
+    for name in RESHAPE_INPLACE_VARIANTS:
+        if hasattr(Tensor, name) and not hasattr(Tensor, name + "_"):
+            setattr(Tensor, name + "_", _reshape_inplace(name))

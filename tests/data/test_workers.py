@@ -144,7 +144,33 @@ def test_timeout_and_shutdown_on_break():
 def test_unpicklable_collate_needs_fork():
     ds = H.Pids(4)
     with pytest.raises(Exception, match="receive the dataset, collate_fn and worker_init_fn pickled"):
-        iter(eud.DataLoader(ds, batch_size=2, num_workers=1, collate_fn=lambda b: len(b)))
+        iter(eud.DataLoader(ds, batch_size=2, num_workers=1, collate_fn=lambda b: len(b),
+                            multiprocessing_context="forkserver"))
     got = list(eud.DataLoader(ds, batch_size=2, num_workers=1, collate_fn=lambda b: len(b),
                               multiprocessing_context="fork"))
     assert got == [2, 2]
+
+
+def test_default_start_method_is_fork_until_a_runtime_starts(monkeypatch):
+    from ember.utils.data import dataloader as dl
+
+    monkeypatch.setattr(dl, "_fork_is_safe", lambda: True)
+    assert dl._default_context().get_start_method() == "fork"
+    # a lambda collate needs no pickling then, as under torch
+    assert list(eud.DataLoader(H.Pids(4), batch_size=2, num_workers=1, collate_fn=lambda b: len(b))) == [2, 2]
+    monkeypatch.setattr(dl, "_fork_is_safe", lambda: False)
+    assert dl._default_context().get_start_method() == "forkserver"
+
+
+def test_fork_is_unsafe_once_a_non_flex_stack_exists(monkeypatch):
+    from ember.backends import dispatch
+    from ember.utils.data import dataloader as dl
+
+    monkeypatch.setattr(dispatch, "_stacks", {ember.Device.flex().autodiff(): None})
+    monkeypatch.setattr(dl.threading, "active_count", lambda: 1)
+    assert dl._fork_is_safe()
+    monkeypatch.setattr(dispatch, "_stacks", {ember.Device.flex(): None, ember.Device.cpu().autodiff(): None})
+    assert not dl._fork_is_safe()
+    monkeypatch.setattr(dispatch, "_stacks", {})
+    monkeypatch.setattr(dl.threading, "active_count", lambda: 2)
+    assert not dl._fork_is_safe()

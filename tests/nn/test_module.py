@@ -232,7 +232,8 @@ def test_parameter_semantics():
         enn.Parameter([1.0, 2.0])
     with pytest.raises(ember.errors.AutodiffError):
         enn.Parameter(ember.tensor([1, 2]))
-    assert type(p.data) is ember.Tensor and not p.data.requires_grad
+    # a plain tensor (not a Parameter) that writes its in-place updates back into p, as torch's .data
+    assert isinstance(p.data, ember.Tensor) and not isinstance(p.data, enn.Parameter) and not p.data.requires_grad
     c = copy.deepcopy(p)
     assert isinstance(c, enn.Parameter) and c is not p and c.requires_grad
     np.testing.assert_array_equal(c.numpy(), p.numpy())

@@ -1,5 +1,5 @@
 """Distance and normalisation helpers (as torch.nn.functional): ``normalize``,
-``cosine_similarity``, ``pairwise_distance``."""
+``cosine_similarity``, ``pairwise_distance``; and ``gumbel_softmax``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import math
 from ...functional import broadcast_tensors
 from ...tensor import Tensor
 
-__all__ = ["normalize", "cosine_similarity", "pairwise_distance"]
+__all__ = ["normalize", "cosine_similarity", "pairwise_distance", "gumbel_softmax"]
 
 
 def _norm_at_least(x: Tensor, p: float, dim: int, eps: float, keepdim: bool = True) -> Tensor:
@@ -50,3 +50,17 @@ def pairwise_distance(x1: Tensor, x2: Tensor, p: float = 2.0, eps: float = 1e-6,
     if d.ndim == 0:
         d = d.reshape(1)
     return _norm_at_least(d, p, -1, 0.0, keepdim)
+
+
+def gumbel_softmax(logits: Tensor, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1) -> Tensor:
+    """As torch.nn.functional.gumbel_softmax: ``softmax((logits + g) / tau)`` with Gumbel(0, 1)
+    noise ``g = -log(E)``, ``E`` standard exponential draws from ember's Philox stream (other
+    values than torch's for one seed). ``hard=True`` returns the one-hot of the argmax in the
+    forward pass with the soft sample's gradient (straight-through). ``eps`` is unused, as in torch."""
+    gumbels = -logits.detach().new_empty(logits.shape).exponential_().log()
+    y_soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return y_soft
+    index = y_soft.argmax(dim, keepdim=True)
+    y_hard = y_soft.detach().new_zeros(y_soft.shape).scatter(dim, index, 1.0)
+    return y_hard - y_soft.detach() + y_soft

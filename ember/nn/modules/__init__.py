@@ -8,6 +8,8 @@ from .container import *  # noqa: F403
 from .container import __all__ as _container
 from .conv import *  # noqa: F403
 from .conv import __all__ as _conv
+from .distance import *  # noqa: F403
+from .distance import __all__ as _distance
 from .dropout import *  # noqa: F403
 from .dropout import __all__ as _dropout
 from .linear import *  # noqa: F403
@@ -28,5 +30,5 @@ from .sparse import __all__ as _sparse
 from .transformer import *  # noqa: F403
 from .transformer import __all__ as _transformer
 
-__all__ = ["Module", *_activation, *_container, *_conv, *_dropout, *_linear, *_loss, *_normalization,
+__all__ = ["Module", *_activation, *_container, *_conv, *_distance, *_dropout, *_linear, *_loss, *_normalization,
            *_padding, *_pooling, *_rnn, *_sparse, *_transformer]

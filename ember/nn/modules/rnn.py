@@ -6,7 +6,10 @@ U(+-1/sqrt(hidden_size)), shapes and return values.
 Each layer and direction projects the whole input sequence in one matmul
 (``x @ W_ih^T + b_ih`` over ``(L, N, H_in)``); only the recurrent ``h @ W_hh^T`` and the gate
 arithmetic run per time step (the Python loop over time is inherent to the recurrence).
-Packed sequences (``nn.utils.rnn.PackedSequence``) are not supported.
+A ``PackedSequence`` input (``nn.utils.rnn``) runs padded, time-major, in the batch's order:
+past a sequence's length its state is held (``where`` on a per-step mask), so ``h_n``/``c_n``
+are those of its last valid step (the reverse direction starts there), and the output is
+packed back with the input's lengths and order.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import warnings
 from typing import Any
 
 from ... import functional as EF
-from ...creation import empty, zeros
+from ...creation import empty, tensor, zeros
 from ...errors import ShapeError
 from ...tensor import Tensor
 from .. import functional as F
 from .. import init
 from ..parameter import Parameter
+from ..utils.rnn import PackedSequence, batch_lengths, pad_packed_sequence, repack_like
 from .module import Module
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
@@ -156,10 +160,18 @@ class RNNBase(Module):
         if tuple(hx.shape) != expected:
             raise RuntimeError(f"Expected {what} size {expected}, got {list(hx.shape)}")
 
-    def _run(self, x: Tensor, h0: Tensor, c0: Tensor | None) -> tuple[Tensor, Tensor, Tensor | None]:
-        """``x`` ``(L, N, H_in)``, ``h0``/``c0`` ``(layers * dirs, N, H)``: output, h_n, c_n."""
+    def _run(self, x: Tensor, h0: Tensor, c0: Tensor | None,
+             lengths: Any = None) -> tuple[Tensor, Tensor, Tensor | None]:
+        """``x`` ``(L, N, H_in)``, ``h0``/``c0`` ``(layers * dirs, N, H)``: output, h_n, c_n.
+        ``lengths`` (host ints per batch entry, packed input): steps past them keep the state."""
         dirs = 2 if self.bidirectional else 1
         steps = x.shape[0]
+        masks = None
+        if lengths is not None:
+            import numpy as np
+
+            valid = np.arange(steps)[:, None, None] < np.asarray(lengths)[None, :, None]  # (L, N, 1)
+            masks = [tensor(valid[t], device=x.device) for t in range(steps)] if not valid.all() else None
         relu = self.mode == "RNN_RELU"
         hs: list[Tensor] = []
         cs: list[Tensor] = []
@@ -177,6 +189,7 @@ class RNNBase(Module):
                 seq: list[Tensor] = [None] * steps  # type: ignore[list-item]
                 order = range(steps - 1, -1, -1) if direction == 1 else range(steps)
                 for t in order:
+                    h_prev, c_prev = h, c
                     if self.mode == "LSTM":
                         assert c is not None
                         h, c = _lstm_step(gx[t], h, c, w_hh, b_hh, w_hr)
@@ -184,7 +197,13 @@ class RNNBase(Module):
                         h = _gru_step(gx[t], h, w_hh, b_hh)
                     else:
                         h = _rnn_step(gx[t], h, w_hh, b_hh, relu)
-                    seq[t] = h
+                    if masks is not None:  # a finished sequence keeps its state; its output is 0
+                        seq[t] = EF.where(masks[t], h, 0.0)
+                        h = EF.where(masks[t], h, h_prev)
+                        if c is not None:
+                            c = EF.where(masks[t], c, c_prev)
+                    else:
+                        seq[t] = h
                 outs.append(EF.stack(seq, 0))
                 hs.append(h)
                 if c is not None:
@@ -196,6 +215,10 @@ class RNNBase(Module):
         return layer_in, EF.stack(hs, 0), EF.stack(cs, 0) if cs else None
 
     def _prepare(self, input: Tensor, hx: Tensor | None, c: bool) -> tuple[Tensor, bool, int]:
+        if isinstance(input, PackedSequence):  # time-major, the batch's order (see the module docstring)
+            x, _ = pad_packed_sequence(input)
+            self._check_input(x)
+            return x, True, x.shape[1]
         if input.ndim not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.ndim}D instead")
         self._check_input(input)
@@ -259,11 +282,18 @@ class RNN(RNNBase):
         ``hx`` ``(layers * dirs, N, H)``: ``(output, h_n)``."""
         x, batched, n = self._prepare(input, hx, False)
         h0 = self._state(hx, batched, n, self.hidden_size, x, "hx")
-        out, hn, _ = self._run(x, h0, None)
-        return _finish(self, out, batched), hn if batched else hn.squeeze(1)
+        out, hn, _ = self._run(x, h0, None, _lengths(input))
+        return _finish(self, out, batched, input), hn if batched else hn.squeeze(1)
 
 
-def _finish(m: RNNBase, out: Tensor, batched: bool) -> Tensor:
+def _lengths(input: Any) -> Any:
+    """The host lengths of a packed input, in the batch's order (None for a tensor)."""
+    return batch_lengths(input) if isinstance(input, PackedSequence) else None
+
+
+def _finish(m: RNNBase, out: Tensor, batched: bool, input: Any = None) -> Any:
+    if isinstance(input, PackedSequence):
+        return repack_like(out, input)
     if not batched:
         return out.squeeze(1)
     return out.transpose(0, 1) if m.batch_first else out
@@ -292,11 +322,11 @@ class LSTM(RNNBase):
                 raise RuntimeError("LSTM expects hx as a tuple (h_0, c_0)")
             h0 = self._state(hx[0], batched, n, real, x, "hx")
             c0 = self._state(hx[1], batched, n, self.hidden_size, x, "cx")
-        out, hn, cn = self._run(x, h0, c0)
+        out, hn, cn = self._run(x, h0, c0, _lengths(input))
         assert cn is not None
         if not batched:
             hn, cn = hn.squeeze(1), cn.squeeze(1)
-        return _finish(self, out, batched), (hn, cn)
+        return _finish(self, out, batched, input), (hn, cn)
 
 
 class GRU(RNNBase):
@@ -312,8 +342,8 @@ class GRU(RNNBase):
         """As ``RNN.forward``."""
         x, batched, n = self._prepare(input, hx, False)
         h0 = self._state(hx, batched, n, self.hidden_size, x, "hx")
-        out, hn, _ = self._run(x, h0, None)
-        return _finish(self, out, batched), hn if batched else hn.squeeze(1)
+        out, hn, _ = self._run(x, h0, None, _lengths(input))
+        return _finish(self, out, batched, input), hn if batched else hn.squeeze(1)
 
 
 class RNNCellBase(Module):

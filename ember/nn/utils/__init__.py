@@ -1,9 +1,11 @@
-"""``ember.nn.utils``, as ``torch.nn.utils``: gradient clipping and parameter/vector conversion."""
+"""``ember.nn.utils``, as ``torch.nn.utils``: gradient clipping, parameter/vector conversion and
+``rnn`` (padding and packing sequences)."""
 
 from __future__ import annotations
 
+from . import rnn
 from .clip_grad import clip_grad_norm_, clip_grad_value_, clip_grads_with_norm_, get_total_norm
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "clip_grads_with_norm_", "get_total_norm",
-           "parameters_to_vector", "vector_to_parameters"]
+           "parameters_to_vector", "vector_to_parameters", "rnn"]

@@ -13,19 +13,21 @@ back as numpy; the main process turns it into ember tensors on ``device`` (or em
 device) and yields batches in sampler order (``in_order=True``). Workers never touch a device
 runtime on their own (their default device is Flex with Autodiff: numpy).
 
-The default start method is **forkserver** (spawn where there is none), not torch's fork on
-Linux: forking a process whose ember runtimes started is unsafe. The cpu device runs its
-kernels on libgomp's OpenMP thread pool, which a forked child inherits in a broken state
-(its first parallel region can hang); a CUDA context cannot be used in a forked child; wgpu
-(lavapipe), ember's Philox and compile thread pools and any lock another thread holds at the
-fork are copied mid-flight. A forkserver child forks from a clean single-threaded server
+The default start method is torch's fork while that is safe (no device runtime has started in
+this process and no other thread runs: only Flex stacks exist), so an unguarded script, lambdas
+and local classes work as under torch; once a runtime has started it is **forkserver** (spawn
+where there is none): forking a process whose ember runtimes started is unsafe. The cpu device
+runs its kernels on libgomp's OpenMP thread pool, which a forked child inherits in a broken
+state (its first parallel region can hang); a CUDA context cannot be used in a forked child;
+wgpu (lavapipe), ember's Philox and compile thread pools and any lock another thread holds at
+the fork are copied mid-flight. A forkserver child forks from a clean single-threaded server
 process that never imported a runtime, so a worker may even use a device itself. Python 3.14
-makes forkserver the Linux default for the same reasons. The costs: the dataset, collate_fn and
+makes forkserver the Linux default for the same reasons. The costs of forkserver: the dataset, collate_fn and
 worker_init_fn must pickle (module-level functions, not lambdas), each worker imports ember
 (docs/data.md has measured start-up times; ``persistent_workers=True`` pays it once), and a
-script's top level must be guarded by ``if __name__ == "__main__":``. ``multiprocessing_context=
-"fork"`` is allowed: it is fast and takes lambdas, and it is safe while no device runtime has
-started in this process.
+script's top level must be guarded by ``if __name__ == "__main__":``.
+``multiprocessing_context="fork"`` is allowed: it is fast and takes lambdas, and it is safe
+while no device runtime has started in this process.
 
 A worker's exception is re-raised in the main process with torch's text (``Caught ValueError
 in DataLoader worker process 0 while fetching sample index 7 ...`` plus the original
@@ -54,6 +56,8 @@ import multiprocessing.connection
 import os
 import pickle
 import signal
+import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -84,8 +88,28 @@ class _InfiniteConstantSampler(Sampler[None]):
 _WORKER_MODULE = "ember.utils.data._worker"
 
 
+def _fork_is_safe() -> bool:
+    """Whether forking now copies no runtime state: fork exists here, no thread but this one runs
+    (no thread pool or service thread of ember's, wgpu's or the user's), and every device stack
+    built so far is Flex (numpy), so no OpenMP pool, CUDA context or wgpu device exists."""
+    if "fork" not in mp.get_all_start_methods() or threading.active_count() > 1:
+        return False
+    dispatch = sys.modules.get("ember.backends.dispatch")
+    for device in list(getattr(dispatch, "_stacks", ())):
+        spec = device.spec
+        while spec[0] in ("autodiff", "fusion"):
+            spec = spec[1]
+        if spec[0] != "flex":
+            return False
+    return True
+
+
 def _default_context() -> mp.context.BaseContext:
-    """forkserver where the platform has it, else spawn (the module docstring says why not fork)."""
+    """fork while that is safe (``_fork_is_safe``: as torch, so unguarded scripts, lambdas and
+    local classes work), else forkserver where the platform has it, else spawn (the module
+    docstring says why not fork once a runtime started)."""
+    if _fork_is_safe():
+        return mp.get_context("fork")
     return mp.get_context("forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn")
 
 
@@ -278,7 +302,8 @@ class DataLoader(Generic[T_co]):
     # ------------------------------------------------------------------ attributes
     @property
     def multiprocessing_context(self) -> Any:
-        """The start-method context of the workers (None: forkserver, else spawn)."""
+        """The start-method context of the workers (None: fork while no device runtime has started,
+        else forkserver, else spawn)."""
         return self.__multiprocessing_context
 
     @multiprocessing_context.setter
