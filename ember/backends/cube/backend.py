@@ -178,5 +178,12 @@ class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, AttentionOps, I
         return p.with_layout(tuple(p.shape[a] for a in axes), tuple(p.strides[a] for a in axes), p.offset)
 
     def expand(self, p: CubeTensor, shape: tuple[int, ...]) -> CubeTensor:
-        strides = tuple(0 if (n != m and n == 1) else s for n, m, s in zip(p.shape, shape, p.strides))
-        return p.with_layout(tuple(shape), strides, p.offset)
+        # numpy's rules, as Flex's ``np.broadcast_to``: new leading dims and size-1 dims get
+        # stride 0 (the dims are matched from the right: the Tensor API adds the leading dims
+        # by a reshape first, the registry's rules and composites may pass a longer shape)
+        shape = tuple(shape)
+        lead = len(shape) - len(p.shape)
+        strides = (0,) * lead + tuple(
+            0 if (n != m and n == 1) else s for n, m, s in zip(p.shape, shape[lead:], p.strides)
+        )
+        return p.with_layout(shape, strides, p.offset)
