@@ -112,6 +112,7 @@ class Autodiff(Backend):
         self._balanced = checkpointing == "balanced"
         self.name = f"autodiff<{inner.name}>"
         self.eager = inner.eager
+        self.checks_indices = inner.checks_indices
         #: the inner backend's op methods, bound once
         # the inner backend's replaying wrappers where it offers them (``cube.op_replay``);
         # backward rules call the inner backend's own methods

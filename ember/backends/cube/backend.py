@@ -106,12 +106,17 @@ class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, AttentionOps, I
             p.buffer, p.dtype.np, p.shape, tuple(s * size for s in p.strides), p.offset * size
         )
         out.flags.writeable = False
+        if self._index_pending:  # every read reports an index kernel's bad value (``IndexOps``)
+            self.index_errors()
         return out
 
     def item(self, p: CubeTensor) -> Any:
         # untraced: see Dispatch.item
         d = p.dtype
-        return self.client.read_scalar(p.buffer, d._np or d.np, p.offset * d.itemsize)
+        v = self.client.read_scalar(p.buffer, d._np or d.np, p.offset * d.itemsize)
+        if self._index_pending:
+            self.index_errors()
+        return v
 
     def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> CubeTensor:
         out = self._empty(shape, dtype)
@@ -140,6 +145,8 @@ class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, AttentionOps, I
 
     def sync(self) -> None:
         self.client.sync()
+        if self._index_pending:
+            self.index_errors()
 
     # ----------------------------------------------------------------- elementwise
     def cast(self, p: CubeTensor, dtype: dt.DType) -> CubeTensor:

@@ -555,7 +555,9 @@ class Stream:
                     continue
                 try:
                     args = tuple(_map_args(a, env) for a in o.args)
-                    if o.op in INDEX_OPS:
+                    if o.op in INDEX_OPS and not inner.checks_indices:
+                        # an inner backend whose kernels check the values (and report a bad
+                        # one at its next read) needs no host copy of them
                         args = checked_args(inner, o.op, args, rec)
                     env[o.outputs[0].id] = getattr(inner, o.op)(*args)
                 except Exception as e:

@@ -8,6 +8,11 @@ argument the slot and layout it read). Buffers the code found already alive (the
 read back, a sync, a hand-written kernel's raw launch, a launch that ran nothing because the
 tuner was preparing) cannot be replayed from this record, so it marks the capture broken.
 
+A *persistent* buffer (``persist``: a backend's own small buffer that lives as long as the
+backend, such as the Cube backend's index-error flags) may be named by a launch too: it
+becomes a *fixed slot*, bound to that same buffer at every replay, and a replay that names it
+calls the callback ``persist`` was given (the backend learns that the buffer was written).
+
 Hand-written kernels launch with raw arguments (addresses, tensor maps) that cannot be
 rebound, so their launchers are captured one level up: ``call(fn, args)`` (the tuner runs
 every candidate through it) records a *call step*, the function and its arguments with
@@ -35,13 +40,22 @@ from .tensor import CubeTensor
 
 _new = object.__new__
 
-__all__ = ["Capture", "Replay", "active", "alloc", "broken", "call", "launched"]
+__all__ = ["Capture", "Replay", "active", "alloc", "broken", "call", "launched", "persist"]
 
 #: captures open on any thread (the hooks' first, cheapest test; changed under ``_count_lock``,
 #: since ``+=`` on a global is no atomic step and a lost update would hide a capture)
 active = 0
 _count_lock = threading.Lock()
 _local = threading.local()
+#: id(buffer) -> (buffer, callback) of the persistent buffers (``persist``)
+_persistent: dict[int, tuple[Any, Any]] = {}
+
+
+def persist(buf: Any, on_replay: Any) -> None:
+    """Let captured launches name ``buf``, a buffer that outlives every replay (it is held
+    here for the process): replays bind the same buffer and call ``on_replay()`` after they
+    run. For a backend's own small state buffers, created outside any capture."""
+    _persistent[id(buf)] = (buf, on_replay)
 
 
 class Capture:
@@ -50,7 +64,8 @@ class Capture:
     __slots__ = ("inputs", "slot_of", "allocs", "steps", "failed", "inside", "checks", "_prev")
 
     def __init__(self, inputs: list[CubeTensor]) -> None:
-        #: slot -> ("in", input index) or ("new", nbytes); inputs take the first slots
+        #: slot -> ("in", input index), ("new", nbytes) or ("fixed", id(buffer)) (``persist``);
+        #: inputs take the first slots
         self.allocs: list[Any] = []
         #: id(buffer) -> slot, for buffers the captured code may name in a launch
         self.slot_of: dict[int, int] = {}
@@ -92,7 +107,11 @@ class Capture:
             return None
         slot = self.slot_of.get(id(t.buffer))
         if slot is None:
-            return None
+            key = id(t.buffer)
+            if key not in _persistent or _persistent[key][0] is not t.buffer:
+                return None
+            slot = self.slot_of[key] = len(self.allocs)  # a fixed slot (``persist``)
+            self.allocs.append(("fixed", key))
         return (slot, t.shape, t.strides, t.offset, t.dtype)
 
     def input_index(self, t: Any) -> int | None:
@@ -337,12 +356,15 @@ def _views_of(step: Any) -> list[Any]:
 class Replay:
     """A captured program: ``run(client, inputs)`` launches it again; returns the outputs."""
 
-    __slots__ = ("n_slots", "new", "steps", "outputs", "n_inputs", "input_slots", "launches")
+    __slots__ = ("n_slots", "new", "steps", "outputs", "n_inputs", "input_slots", "fixed", "on_run", "launches")
 
     def __init__(self, allocs: list[Any], steps: list[Any], outputs: list[Any], n_inputs: int) -> None:
         self.n_slots = len(allocs)
         self.n_inputs = n_inputs
         self.input_slots = tuple((s, a[1]) for s, a in enumerate(allocs) if a[0] == "in")
+        #: fixed slots and their buffers, and the callbacks a run ends with (``persist``)
+        self.fixed = tuple((s, _persistent[a[1]][0]) for s, a in enumerate(allocs) if a[0] == "fixed")
+        self.on_run = tuple(_persistent[a[1]][1] for a in allocs if a[0] == "fixed")
         out_slots = {o[0] for o in outputs}
         first: dict[int, int] = {}
         last: dict[int, int] = {}
@@ -379,6 +401,8 @@ class Replay:
         bufs: list[Any] = [None] * self.n_slots
         for s, k in self.input_slots:
             bufs[s] = inputs[k].buffer
+        for s, b in self.fixed:
+            bufs[s] = b
         # straight from the pool unless a capture must see the reservations (or a trace)
         empty = client.empty if active or tracing.active else client.pool._reserve
         for go, count, info, slots, reserve, drop in self.steps:
@@ -394,4 +418,6 @@ class Replay:
                 bufs[s] = None
         for s, nbytes in self.new:
             bufs[s] = client.empty(nbytes)
+        for f in self.on_run:
+            f()
         return [_tensor(client, bufs, v) for v in self.outputs]
