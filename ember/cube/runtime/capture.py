@@ -61,7 +61,7 @@ def persist(buf: Any, on_replay: Any) -> None:
 class Capture:
     """The record of one thread's device work; open with ``with Capture(inputs) as c:``."""
 
-    __slots__ = ("inputs", "slot_of", "allocs", "steps", "failed", "inside", "checks", "_prev")
+    __slots__ = ("inputs", "slot_of", "allocs", "steps", "failed", "inside", "_prev")
 
     def __init__(self, inputs: list[CubeTensor]) -> None:
         #: slot -> ("in", input index), ("new", nbytes) or ("fixed", id(buffer)) (``persist``);
@@ -80,9 +80,6 @@ class Capture:
         self.failed = ""
         #: call steps running (their own work is not recorded)
         self.inside = 0
-        #: checks of input values the captured code made on the host (``input_index``), which a
-        #: replay's caller repeats on the new inputs before it replays (opaque to the capture)
-        self.checks: list[Any] = []
 
     def __enter__(self) -> Capture:
         global active
@@ -113,20 +110,6 @@ class Capture:
             slot = self.slot_of[key] = len(self.allocs)  # a fixed slot (``persist``)
             self.allocs.append(("fixed", key))
         return (slot, t.shape, t.strides, t.offset, t.dtype)
-
-    def input_index(self, t: Any) -> int | None:
-        """The index among the inputs of the first one on ``t``'s buffer, when ``t`` is that
-        input itself (same layout); None otherwise."""
-        if type(t) is not CubeTensor:
-            return None
-        slot = self.slot_of.get(id(t.buffer))
-        if slot is None or self.allocs[slot][0] != "in":
-            return None
-        k = self.allocs[slot][1]
-        u = self.inputs[k]
-        if u.shape != t.shape or u.strides != t.strides or u.offset != t.offset or u.dtype != t.dtype:
-            return None
-        return k
 
     def replay(self, outputs: list[Any]) -> Replay | None:
         """The replay of what was captured, producing views like ``outputs`` (None when the
@@ -187,14 +170,13 @@ def call(fn: Any, args: tuple[Any, ...], inline: bool = False) -> Any:
             return fn(*args)
         template.append(t)
     if inline and not c.failed:
-        n_steps, n_allocs, n_checks = len(c.steps), len(c.allocs), len(c.checks)
+        n_steps, n_allocs = len(c.steps), len(c.allocs)
         out = fn(*args)
         if not c.failed and (out is None or c.view(out) is not None):
             return out
-        # undo the inline record: the steps, slots and checks it added, and the failure
+        # undo the inline record: the steps and slots it added, and the failure
         del c.steps[n_steps:]
         del c.allocs[n_allocs:]
-        del c.checks[n_checks:]
         for k in [k for k, s in c.slot_of.items() if s >= n_allocs]:
             del c.slot_of[k]
         c.failed = ""
