@@ -615,7 +615,7 @@ def _dead(rel: dict[int, int], handles: dict[int, Any]) -> tuple[int, ...] | Non
 def _needed(ops: list[OperationIr]) -> tuple[int, ...] | None:
     """Indices of the ops whose results are wanted: a live output, or an input of a wanted
     op later on (None: all of them). An index op stays whatever happens to its result: its
-    index check may raise, as it would eagerly."""
+    index check may raise (or report a bad value at the next read), as it would eagerly."""
     wanted: set[int] = set()
     keep = []
     for i in range(len(ops) - 1, -1, -1):
