@@ -64,6 +64,10 @@ _FIRST_ONLY: dict[str, int] = {
     **{op: 2 for op in _SCALAR_NAMES},
     **{op: 3 for op in REDUCE_OPS + ARG_REDUCE_OPS},
 }
+#: ops of three positional arguments, any of which may be a tensor (``_three_op``)
+_THREE = ("where", "masked_fill")
+#: composite families whose only tensor argument is the first (``_composite_op``)
+_FIRST_COMPOSITES = ("unary", "normalize")
 
 
 def _keep(t: ADTensor) -> Any:
@@ -123,6 +127,8 @@ class Autodiff(Backend):
             methods[op] = self._first_op(self._fns[op], RULES.get(op), arity)
         for op in BINARY_OPS + ("matmul",):
             methods[op] = self._binary_op(self._fns[op], RULES.get(op))
+        for op in _THREE:
+            methods[op] = self._three_op(self._fns[op], RULES[op])
         # every other differentiable registry op records its rule through the generic path
         # (tensors anywhere among the arguments: where, cat, the indexing ops, lerp, ...)
         for op in RULES:
@@ -137,7 +143,8 @@ class Autodiff(Backend):
             if op in untracked:
                 methods[op] = self._untracked_op(self._fns[op])
             elif entry.compose is not None:  # a composite without a rule of its own (mean, gelu, ...)
-                methods[op] = self._composite_op(self._fns[op], getattr(Backend, op))
+                methods[op] = self._composite_op(self._fns[op], getattr(Backend, op),
+                                                 entry.family in _FIRST_COMPOSITES)
         for op, method in methods.items():
             method.__name__ = method.__qualname__ = op
             setattr(self, op, method)
@@ -214,6 +221,23 @@ class Autodiff(Backend):
 
         return op
 
+    def _three_op(self, fn: Callable[..., Any], rule: Rule) -> Callable[..., Any]:
+        """An op of exactly three positional arguments, tensors or not (``where``,
+        ``masked_fill``): ``_mixed_op`` unrolled, without the argument loop and tuple."""
+        AD = ADTensor
+        record = self._record
+
+        def op(a: Any, b: Any, c: Any) -> Any:
+            ta = a.__class__ is AD
+            tb = b.__class__ is AD
+            tc = c.__class__ is AD
+            if not (ta or tb or tc):
+                return fn(a, b, c)
+            out = fn(a.inner if ta else a, b.inner if tb else b, c.inner if tc else c)
+            return record(rule, fn, (a, b, c), out) if mode.enabled else out
+
+        return op
+
     def _mixed_op(self, fn: Callable[..., Any], rule: Rule) -> Callable[..., Any]:
         """An op with tensors (or tensor lists) anywhere among its arguments."""
         record = self._record
@@ -231,10 +255,22 @@ class Autodiff(Backend):
 
         return op
 
-    def _composite_op(self, fn: Callable[..., Any], compose: Callable[..., Any]) -> Callable[..., Any]:
+    def _composite_op(self, fn: Callable[..., Any], compose: Callable[..., Any],
+                      first_only: bool = False) -> Callable[..., Any]:
         """A composite op without a rule: the inner backend's own (maybe direct) implementation
         when no argument is tracked, else its decomposition over this backend (``compose``,
-        the catalog's default method), which records the primitives it is made of."""
+        the catalog's default method), which records the primitives it is made of.
+        ``first_only``: the first argument is the only tensor (gelu, mean, ...), tested alone."""
+        AD = ADTensor
+        if first_only:
+            def first(p: Any, *args: Any) -> Any:
+                if p.__class__ is not AD:
+                    return fn(p, *args)
+                if mode.enabled:
+                    return compose(self, p, *args)
+                return fn(p.inner, *args)
+
+            return first
 
         def op(*call: Any) -> Any:
             for a in call:
