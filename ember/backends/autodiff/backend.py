@@ -129,6 +129,7 @@ class Autodiff(Backend):
             methods[op] = self._binary_op(self._fns[op], RULES.get(op))
         for op in _THREE:
             methods[op] = self._three_op(self._fns[op], RULES[op])
+        methods["cat"] = self._cat_op(self._fns["cat"], RULES["cat"])
         # every other differentiable registry op records its rule through the generic path
         # (tensors anywhere among the arguments: where, cat, the indexing ops, lerp, ...)
         for op in RULES:
@@ -148,6 +149,7 @@ class Autodiff(Backend):
         for op, method in methods.items():
             method.__name__ = method.__qualname__ = op
             setattr(self, op, method)
+        self.cast = self._cast_op(self._fns["cast"])  # a closure, as the generated methods
         # creation makes untracked values: the inner methods themselves
         self.full = self._fns["full"]
         self.random = self._fns["random"]
@@ -237,6 +239,23 @@ class Autodiff(Backend):
             return record(rule, fn, (a, b, c), out) if mode.enabled else out
 
         return op
+
+    def _cat_op(self, fn: Callable[..., Any], rule: Rule) -> Callable[..., Any]:
+        """``cat(ps, dim)``: the list's members tested in place (``_mixed_op`` without its
+        argument loop and the ``_any_tracked`` call)."""
+        AD = ADTensor
+        record = self._record
+
+        def cat(ps: Any, dim: int) -> Any:
+            for t in ps:
+                if t.__class__ is AD:
+                    break
+            else:
+                return fn(ps, dim)
+            out = fn(_unwrap(ps), dim)
+            return record(rule, fn, (ps, dim), out) if mode.enabled else out
+
+        return cat
 
     def _mixed_op(self, fn: Callable[..., Any], rule: Rule) -> Callable[..., Any]:
         """An op with tensors (or tensor lists) anywhere among its arguments."""
@@ -411,14 +430,23 @@ class Autodiff(Backend):
 
     # ------------------------------------------------------------------ elementwise
     def cast(self, p: Any, dtype: dt.DType) -> Any:
-        fn = self._fns["cast"]
-        if p.__class__ is not ADTensor:
-            return fn(p, dtype)
-        out = fn(p.inner, dtype)
-        # a cast to an integer or bool type stops the gradient
-        if not dtype.is_floating_point or not mode.enabled:
-            return out
-        return self._record(RULES["cast"], fn, (p, dtype), out, extra=(self.inner.dtype(p.inner),))
+        return self._cast_op(self._fns["cast"])(p, dtype)  # (each instance binds the closure)
+
+    def _cast_op(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        AD = ADTensor
+        rule = RULES["cast"]
+        inner_dtype = self.inner.dtype
+
+        def cast(p: Any, dtype: dt.DType) -> Any:
+            if p.__class__ is not AD:
+                return fn(p, dtype)
+            out = fn(p.inner, dtype)
+            # a cast to an integer or bool type stops the gradient
+            if not dtype.is_floating_point or not mode.enabled:
+                return out
+            return self._record(rule, fn, (p, dtype), out, extra=(inner_dtype(p.inner),))
+
+        return cast
 
     # ------------------------------------------------------------------ autodiff hooks
     def require_grad(self, p: Any) -> ADTensor:
