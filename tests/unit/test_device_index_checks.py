@@ -170,3 +170,17 @@ def test_eager_devices_raise_at_the_call_and_their_kernels_back_it_up(dev, rng):
         with pytest.raises(DeviceIndexError, match="^gather: index 4"):
             bk.into_data(out)
         assert np.asarray(bk.into_data(out)).tolist() == [[1.0, 0.0]]
+
+
+@pytest.mark.parametrize("dev", FUSED)
+def test_a_host_read_inside_the_drain_leaves_the_error_to_the_users_read(dev, rng):
+    """The C runtime sorts on the host inside the drain (it reads the keys there): that read
+    does not take the pending error, so the sort's result is computed and the user's read
+    raises it."""
+    xn = rng.standard_normal((4, 6)).astype(np.float32)
+    x = ember.tensor(xn, device=dev)
+    x.gather(1, queued(dev, np.array([[6]])))
+    order = (x * 1.0).argsort(1)
+    with pytest.raises(DeviceIndexError, match="^gather: index 6"):
+        order.numpy()
+    np.testing.assert_array_equal(order.numpy(), np.argsort(xn, 1, kind="stable"))

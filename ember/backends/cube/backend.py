@@ -91,6 +91,14 @@ class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, AttentionOps, I
         return CubeTensor(self.client, buf, a.shape, contiguous_strides(a.shape), 0, dtype)
 
     def into_data(self, p: CubeTensor) -> np.ndarray:
+        out = self._read_traced(p)
+        if self._index_pending:  # every read reports an index kernel's bad value (``IndexOps``)
+            self.index_errors()
+        return out
+
+    def _read_traced(self, p: CubeTensor) -> np.ndarray:
+        """``p``'s values for the backend's own host work (a host sort inside a drain): an
+        ``into_data`` span, but a pending index error is left to the user's next read."""
         if tracing.active:
             with tracing.span("into_data", layer="cube"):
                 return self._into_data(p)
@@ -106,8 +114,6 @@ class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, AttentionOps, I
             p.buffer, p.dtype.np, p.shape, tuple(s * size for s in p.strides), p.offset * size
         )
         out.flags.writeable = False
-        if self._index_pending:  # every read reports an index kernel's bad value (``IndexOps``)
-            self.index_errors()
         return out
 
     def item(self, p: CubeTensor) -> Any:
