@@ -40,6 +40,13 @@ class IndexOutOfRangeError(EmberError, IndexError, RuntimeError):
     """An index outside the bounds of the indexed dimension."""
 
 
+class DeviceIndexError(IndexOutOfRangeError, RuntimeError):
+    """An index value outside its dimension, found on the device by the kernel that read it and
+    raised at the next read (``docs/evaluation.md``, "Index errors"). An ``IndexError`` (torch's
+    type for indexing and ``index_select``) and a ``RuntimeError`` (torch's for ``gather`` and
+    ``scatter``)."""
+
+
 class AutodiffError(EmberError, RuntimeError):
     """Backward cannot run (no autodiff device, integer tensors, freed graph, ...)."""
 

@@ -76,6 +76,10 @@ class Backend:
     name: str = "backend"
     #: whether ops run when called (False for lazy backends such as Fusion)
     eager: bool = True
+    #: whether the index ops check their index values themselves, reporting a bad one at a
+    #: later read (the Cube backend's kernels: ``backends/cube/indexing.py``), so that a lazy
+    #: layer above need not read them to the host; decorators take their inner backend's
+    checks_indices: bool = False
 
     # ----------------------------------------------------------------- data
     def dtype(self, p: Any) -> dt.DType:

@@ -30,6 +30,7 @@ class Dispatch(Backend):
         self.device = device
         self.name = f"dispatch<{inner.name}>"
         self.eager = inner.eager
+        self.checks_indices = inner.checks_indices
         # a backend may offer replaying wrappers of its ops for callers from outside
         replayed = getattr(inner, "replayed", None) or {}
         for op in CATALOG:

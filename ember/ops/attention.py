@@ -34,8 +34,8 @@ def causal_scores(B: Any, s: Any) -> Any:
     (torch's ``is_causal``: query ``i`` sees keys ``0..i``)."""
     n_q, n_k = s.shape[-2:]
     above = B.from_data(np.triu(np.ones((n_q, n_k), dtype=bool), 1), dt.bool_)
-    # the (L, S) mask broadcasts in the op, as the Tensor API passes masks (the Cube backend's
-    # masked_fill misreads a mask expanded to the scores' shape by zero strides)
+    # the (L, S) mask broadcasts in the op, as the Tensor API passes masks (no expanded copy
+    # of its strides is needed)
     return B.masked_fill(s, above, -math.inf)
 
 

@@ -41,9 +41,11 @@ def _checked_indices(t: Tensor, idx: Tensor, n: int, what: str) -> Tensor:
         raise DTypeError(f"{what} indices must be long, int, byte or bool tensors, got {idx._dt}")
     if idx._dt is not dt.int64:
         idx = idx.to(dt.int64)
-    if idx.numel() == 0 or not (t._bk.eager or t._bk.is_ready(idx._p)):
-        # a queued index is not read here (that would drain the stream); kernels never
-        # access memory out of bounds, but an out-of-range value is then not reported
+    bk = t._bk
+    if idx.numel() == 0 or not (bk.eager or (bk.is_ready(idx._p) and not bk.checks_indices)):
+        # a queued index is not read here (that would drain the stream), nor a realised one on
+        # a lazy device whose kernels check index values (a read is a sync there): the device
+        # or the Fusion layer checks them when the op runs (docs/evaluation.md, "Index errors")
         return idx
     wrapped = S.wrapped_indices(np.asarray(idx.numpy()), n, what)
     return idx if wrapped is None else t._from_like(wrapped)

@@ -175,24 +175,27 @@ def test_sorting_nan_and_ties(autodiff_device, rng):
         ember.mode(ember.zeros(2, 0, device=dev), 1)
 
 
-def test_sorting_reads_nothing_back(device, rng, monkeypatch):
+def test_sorting_reads_nothing_back(device, rng):
     """cummax/cummin, mode and quantile run on the device: nothing is read back to the host
-    until the result is. Patched out: the Fusion layer's drain-time range check of every
-    queued gather index (it reads the indices of any gather, whatever computed them) and, on
-    the C runtime, the sort (its buffers are host memory, sorted there with numpy: mode and
-    quantile sort, so only cummax/cummin are checked there)."""
-    from ember import tracing
-    from ember.backends.fusion import stream
-
-    if device.inner().type == "flex" or device.backend().eager:
-        pytest.skip("an eager device reads gather indices to check them; Flex's data is on the host")
-    monkeypatch.setattr(stream, "checked_args", lambda inner, op, args, rec=None: args)
+    until the result is (their gathers' indices included: the index kernels check them on the
+    device). On the C runtime the sort is patched out of the check: its buffers are host
+    memory, sorted there with numpy (mode and quantile sort, so only cummax/cummin are
+    checked there)."""
+    if device.backend().eager or not device.backend().checks_indices:
+        pytest.skip("an eager device reads gather indices to check them, as Fusion does over Flex (host data)")
     x = ember.tensor(rng.standard_normal((3, 40)).astype(np.float32), device=device)
     q = ember.tensor(np.array([0.2, 0.7], np.float32), device=device)
     ops = {"cummax": lambda: ember.cummax(x, 1), "cummin": lambda: ember.cummin(x, 0)}
     if device.type != "cpu":
         ops.update(mode=lambda: ember.mode(x.round(), 1), quantile=lambda: ember.quantile(x, q, 1),
                    nanquantile=lambda: ember.nanquantile(x, 0.3, 0, interpolation="midpoint"))
+    _no_reads(device, ops)
+
+
+def _no_reads(device, ops) -> None:
+    """Each of ``ops`` and a sync read nothing back; its result is then read (finite)."""
+    from ember import tracing
+
     ember.sync(device)
     for name, f in ops.items():
         with tracing.capture() as spans:
@@ -200,7 +203,49 @@ def test_sorting_reads_nothing_back(device, rng, monkeypatch):
             ember.sync(device)
         reads = [s for s in spans if s.name == "into_data"]
         assert not reads, f"{name}: {len(reads)} reads on {device}"
-        assert np.isfinite(np.asarray((out[0] if isinstance(out, tuple) else out).numpy())).all()
+        assert np.isfinite(np.asarray((out[0] if isinstance(out, tuple) else out).numpy(), np.float64)).all()
+
+
+def test_gathers_read_nothing_back(device, rng):
+    """The gather and index ops on a fused device read nothing back, whether their indices
+    were computed there (queued) or uploaded (realised): the index kernels check the values
+    on the device, and a bad one raises at the next read (``docs/evaluation.md``, "Index
+    errors"), as torch's error types (IndexError, and RuntimeError for gather and scatter)."""
+    if device.backend().eager or not device.backend().checks_indices:
+        pytest.skip("an eager device reads index values to check them, as Fusion does over Flex (host data)")
+    xn = rng.standard_normal((5, 7)).astype(np.float32)
+    x = ember.tensor(xn, device=device)
+    up = ember.tensor(rng.integers(-7, 7, (5, 3)), device=device)  # uploaded, negatives too
+    rows = ember.tensor(rng.integers(-5, 5, (4,)), device=device)
+    src = ember.tensor(rng.standard_normal((5, 3)).astype(np.float32), device=device)
+
+    qn = rng.integers(0, 7, (5, 3))
+
+    def queued():
+        return ember.tensor(qn, device=device) * 1  # computed on the device (queued)
+
+    ops = {
+        "gather queued": lambda: x.gather(1, queued()),
+        "gather uploaded": lambda: x.gather(1, up),
+        "take_along_dim": lambda: ember.take_along_dim(x, queued(), 1),
+        "index_select": lambda: x.index_select(0, rows),
+        "index uploaded": lambda: x[rows],
+        "index queued": lambda: x[x.argmax(0)],
+        "scatter_add": lambda: x.scatter_add(1, queued(), src),
+        "scatter": lambda: x.scatter(1, up, src),
+    }
+    _no_reads(device, ops)
+    t = torch.tensor(xn)
+    upn = up.numpy()
+    np.testing.assert_allclose(x.gather(1, up).numpy(), t.gather(1, torch.tensor(upn) % 7).numpy())
+    np.testing.assert_allclose(x[rows].numpy(), t[torch.tensor(rows.numpy())].numpy())
+    bad = ember.tensor(np.array([[0, 7]]), device=device)
+    with pytest.raises(RuntimeError, match="gather: index 7 is out of bounds for dimension 1 with size 7"):
+        x.gather(1, bad).numpy()
+    y = x[x.argmax(0) + 5]  # queued and out of range: raises at the next read of any tensor
+    with pytest.raises(IndexError, match="index: index"):
+        x.sum().item()
+    assert np.isfinite(y.numpy()).all()  # raised once; the result holds unspecified values
 
 
 def test_counting(device, rng):

@@ -31,7 +31,7 @@ class _Spy(FlexBackend):
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
-        for name in ("add", "mul", "reshape", "sum", "where", "cat", "mean", "gelu", "index_put"):
+        for name in ("add", "mul", "reshape", "sum", "where", "masked_fill", "cat", "mean", "gelu", "index_put"):
             setattr(self, name, self._spy(name, getattr(FlexBackend, name)))
 
     def _spy(self, name: str, fn: Any) -> Any:
@@ -87,6 +87,42 @@ def test_untracked_composites_run_the_inner_implementation() -> None:
         spy.calls.clear()
         z = B.mean(w, (0, 1), False)
     assert not B.is_tracked(z) and [n for n, _ in spy.calls] == ["mean"]
+
+
+def test_three_argument_ops_test_and_unwrap_every_position() -> None:
+    """``where`` and ``masked_fill`` (the unrolled three-argument path): untracked operands pass
+    through as they are, a tracked one at any position is unwrapped for the inner op, under
+    ``no_grad`` too, and recorded with grad mode on (gradients as torch's)."""
+    spy = _Spy()
+    B = Autodiff(spy)
+    rng = np.random.default_rng()
+    an, bn = rng.standard_normal((3, 4)), rng.standard_normal((3, 4))
+    a, b = _prim(B, an), _prim(B, bn)
+    mask = B.gt(a, b)
+    spy.calls.clear()
+    B.masked_fill(a, mask, 2.5)
+    B.where(mask, a, b)
+    assert spy.calls[0][1] == (a, mask, 2.5) and spy.calls[1][1][1] is a and spy.calls[1][1][2] is b
+    for pos in (1, 2):
+        wa, wb = B.require_grad(a), B.require_grad(b)
+        args = (mask, wa, b) if pos == 1 else (mask, a, wb)
+        with no_grad():
+            spy.calls.clear()
+            z = B.where(*args)
+            assert not B.is_tracked(z) and spy.calls[0][1][pos] is (a if pos == 1 else b)
+        y = B.where(*args)
+        assert B.is_tracked(y)
+        B.backward(B.sum(y, (0, 1), False), None, False)
+        tm = torch.tensor(np.asarray(B.into_data(mask)))
+        want = (tm if pos == 1 else ~tm).double().numpy()
+        np.testing.assert_array_equal(B.into_data(B.grad(wa if pos == 1 else wb)), want)
+    w = B.require_grad(a)
+    with no_grad():
+        spy.calls.clear()
+        assert not B.is_tracked(B.masked_fill(w, mask, 0.0)) and spy.calls[0][1][0] is a
+    y = B.masked_fill(w, mask, 0.0)
+    B.backward(B.sum(y, (0, 1), False), None, False)
+    np.testing.assert_array_equal(B.into_data(B.grad(w)), (~np.asarray(B.into_data(mask))).astype(np.float64))
 
 
 def test_tracked_values_are_wrapped_and_detach_unwraps() -> None:

@@ -121,8 +121,8 @@ def test_dead_ops_are_not_run(dev: Device) -> None:
 
 
 def test_a_drain_with_an_upload_is_never_replayed(dev: Device) -> None:
-    """Index ops check their indices at the drain (a read back, perhaps an upload): such a
-    drain runs normally every time and stays correct."""
+    """Index ops whose indices hold negatives (wrapped by the kernel) and uploaded index
+    tensors: the drain replays or runs normally, and stays correct every time."""
     f = replaying(dev)
     rng = np.random.default_rng()
     for _ in range(5):
@@ -233,13 +233,15 @@ def test_the_fusion_debug_log_names_plans_and_captures(capsys: pytest.CaptureFix
             (a * scale)[i].numpy()
         err = capsys.readouterr().err
     assert "drain [mul_scalar,add_scalar,sum] captured: 1 steps" in err
-    # the index tensor is a realised input: checked on the host without breaking the capture
+    # the index tensor is a realised input, checked by the index kernel on the device: the
+    # error flags it reports in are a fixed slot of the capture (``capture.persist``)
     assert "drain [mul_scalar,index] captured: 2 steps" in err
 
 
 def test_a_replayed_index_drain_checks_its_new_indices(rng: np.random.Generator) -> None:
-    """A captured gather's replay checks the new index values first: out of range raises as
-    the unreplayed drain does; negative ones run the drain normally (they wrap)."""
+    """A captured gather's replay checks the new index values (its kernel does, on the
+    device): out of range raises at the read as the unreplayed drain does; negative ones
+    wrap."""
     from ember.errors import IndexOutOfRangeError
 
     d = Device.cpu()
@@ -256,8 +258,12 @@ def test_a_replayed_index_drain_checks_its_new_indices(rng: np.random.Generator)
     neg = -rng.integers(1, 7, (4, 2))
     got = (a * scale).gather(1, ember.tensor(neg, device=d)).numpy()
     np.testing.assert_allclose(got, np.take_along_axis(x * np.float32(scale), neg + 6, 1), rtol=1e-6)
-    with pytest.raises(IndexOutOfRangeError):
+    before = f.stats.replays
+    with pytest.raises(IndexOutOfRangeError, match="gather: index 6 is out of bounds"):
         (a * scale).gather(1, ember.tensor(np.full((4, 2), 6), device=d)).numpy()
+    assert f.stats.replays > before  # the replay's kernel reported it (no host check ran)
+    got = (a * scale).gather(1, ember.tensor(idx, device=d)).numpy()  # raised once: clean again
+    np.testing.assert_allclose(got, np.take_along_axis(x * np.float32(scale), idx, 1), rtol=1e-6)
 
 
 def test_a_drain_whose_floats_change_replays_with_them(rng: np.random.Generator) -> None:

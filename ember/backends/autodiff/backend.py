@@ -66,6 +66,10 @@ _FIRST_ONLY: dict[str, int] = {
     **{op: 2 for op in _SCALAR_NAMES},
     **{op: 3 for op in REDUCE_OPS + ARG_REDUCE_OPS},
 }
+#: ops of three positional arguments, any of which may be a tensor (``_three_op``)
+_THREE = ("where", "masked_fill")
+#: composite families whose only tensor argument is the first (``_composite_op``)
+_FIRST_COMPOSITES = ("unary", "normalize")
 
 
 def _keep(t: ADTensor) -> Any:
@@ -114,6 +118,7 @@ class Autodiff(Backend):
         self._balanced = checkpointing == "balanced"
         self.name = f"autodiff<{inner.name}>"
         self.eager = inner.eager
+        self.checks_indices = inner.checks_indices
         #: the inner backend's op methods, bound once
         # the inner backend's replaying wrappers where it offers them (``cube.op_replay``);
         # backward rules call the inner backend's own methods
@@ -124,6 +129,9 @@ class Autodiff(Backend):
             methods[op] = self._first_op(self._fns[op], RULES.get(op), arity)
         for op in BINARY_OPS + ("matmul",):
             methods[op] = self._binary_op(self._fns[op], RULES.get(op))
+        for op in _THREE:
+            methods[op] = self._three_op(self._fns[op], RULES[op])
+        methods["cat"] = self._cat_op(self._fns["cat"], RULES["cat"])
         # every other differentiable registry op records its rule through the generic path
         # (tensors anywhere among the arguments: where, cat, the indexing ops, lerp, ...)
         for op in RULES:
@@ -141,10 +149,12 @@ class Autodiff(Backend):
             elif op in backward_only:
                 methods[op] = self._backward_only_op(self._fns[op], op)
             elif entry.compose is not None:  # a composite without a rule of its own (mean, gelu, ...)
-                methods[op] = self._composite_op(self._fns[op], getattr(Backend, op))
+                methods[op] = self._composite_op(self._fns[op], getattr(Backend, op),
+                                                 entry.family in _FIRST_COMPOSITES)
         for op, method in methods.items():
             method.__name__ = method.__qualname__ = op
             setattr(self, op, method)
+        self.cast = self._cast_op(self._fns["cast"])  # a closure, as the generated methods
         # creation makes untracked values: the inner methods themselves
         self.full = self._fns["full"]
         self.random = self._fns["random"]
@@ -218,6 +228,40 @@ class Autodiff(Backend):
 
         return op
 
+    def _three_op(self, fn: Callable[..., Any], rule: Rule) -> Callable[..., Any]:
+        """An op of exactly three positional arguments, tensors or not (``where``,
+        ``masked_fill``): ``_mixed_op`` unrolled, without the argument loop and tuple."""
+        AD = ADTensor
+        record = self._record
+
+        def op(a: Any, b: Any, c: Any) -> Any:
+            ta = a.__class__ is AD
+            tb = b.__class__ is AD
+            tc = c.__class__ is AD
+            if not (ta or tb or tc):
+                return fn(a, b, c)
+            out = fn(a.inner if ta else a, b.inner if tb else b, c.inner if tc else c)
+            return record(rule, fn, (a, b, c), out) if mode.enabled else out
+
+        return op
+
+    def _cat_op(self, fn: Callable[..., Any], rule: Rule) -> Callable[..., Any]:
+        """``cat(ps, dim)``: the list's members tested in place (``_mixed_op`` without its
+        argument loop and the ``_any_tracked`` call)."""
+        AD = ADTensor
+        record = self._record
+
+        def cat(ps: Any, dim: int) -> Any:
+            for t in ps:
+                if t.__class__ is AD:
+                    break
+            else:
+                return fn(ps, dim)
+            out = fn(_unwrap(ps), dim)
+            return record(rule, fn, (ps, dim), out) if mode.enabled else out
+
+        return cat
+
     def _mixed_op(self, fn: Callable[..., Any], rule: Rule) -> Callable[..., Any]:
         """An op with tensors (or tensor lists) anywhere among its arguments."""
         record = self._record
@@ -235,10 +279,22 @@ class Autodiff(Backend):
 
         return op
 
-    def _composite_op(self, fn: Callable[..., Any], compose: Callable[..., Any]) -> Callable[..., Any]:
+    def _composite_op(self, fn: Callable[..., Any], compose: Callable[..., Any],
+                      first_only: bool = False) -> Callable[..., Any]:
         """A composite op without a rule: the inner backend's own (maybe direct) implementation
         when no argument is tracked, else its decomposition over this backend (``compose``,
-        the catalog's default method), which records the primitives it is made of."""
+        the catalog's default method), which records the primitives it is made of.
+        ``first_only``: the first argument is the only tensor (gelu, mean, ...), tested alone."""
+        AD = ADTensor
+        if first_only:
+            def first(p: Any, *args: Any) -> Any:
+                if p.__class__ is not AD:
+                    return fn(p, *args)
+                if mode.enabled:
+                    return compose(self, p, *args)
+                return fn(p.inner, *args)
+
+            return first
 
         def op(*call: Any) -> Any:
             for a in call:
@@ -398,14 +454,23 @@ class Autodiff(Backend):
 
     # ------------------------------------------------------------------ elementwise
     def cast(self, p: Any, dtype: dt.DType) -> Any:
-        fn = self._fns["cast"]
-        if p.__class__ is not ADTensor:
-            return fn(p, dtype)
-        out = fn(p.inner, dtype)
-        # a cast to an integer or bool type stops the gradient
-        if not dtype.is_floating_point or not mode.enabled:
-            return out
-        return self._record(RULES["cast"], fn, (p, dtype), out, extra=(self.inner.dtype(p.inner),))
+        return self._cast_op(self._fns["cast"])(p, dtype)  # (each instance binds the closure)
+
+    def _cast_op(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        AD = ADTensor
+        rule = RULES["cast"]
+        inner_dtype = self.inner.dtype
+
+        def cast(p: Any, dtype: dt.DType) -> Any:
+            if p.__class__ is not AD:
+                return fn(p, dtype)
+            out = fn(p.inner, dtype)
+            # a cast to an integer or bool type stops the gradient
+            if not dtype.is_floating_point or not mode.enabled:
+                return out
+            return self._record(rule, fn, (p, dtype), out, extra=(inner_dtype(p.inner),))
+
+        return cast
 
     # ------------------------------------------------------------------ autodiff hooks
     def require_grad(self, p: Any) -> ADTensor:

@@ -91,6 +91,14 @@ class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, AttentionOps, I
         return CubeTensor(self.client, buf, a.shape, contiguous_strides(a.shape), 0, dtype)
 
     def into_data(self, p: CubeTensor) -> np.ndarray:
+        out = self._read_traced(p)
+        if self._index_pending:  # every read reports an index kernel's bad value (``IndexOps``)
+            self.index_errors()
+        return out
+
+    def _read_traced(self, p: CubeTensor) -> np.ndarray:
+        """``p``'s values for the backend's own host work (a host sort inside a drain): an
+        ``into_data`` span, but a pending index error is left to the user's next read."""
         if tracing.active:
             with tracing.span("into_data", layer="cube"):
                 return self._into_data(p)
@@ -111,7 +119,10 @@ class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, AttentionOps, I
     def item(self, p: CubeTensor) -> Any:
         # untraced: see Dispatch.item
         d = p.dtype
-        return self.client.read_scalar(p.buffer, d._np or d.np, p.offset * d.itemsize)
+        v = self.client.read_scalar(p.buffer, d._np or d.np, p.offset * d.itemsize)
+        if self._index_pending:
+            self.index_errors()
+        return v
 
     def full(self, shape: tuple[int, ...], value: Any, dtype: dt.DType) -> CubeTensor:
         out = self._empty(shape, dtype)
@@ -140,6 +151,8 @@ class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, AttentionOps, I
 
     def sync(self) -> None:
         self.client.sync()
+        if self._index_pending:
+            self.index_errors()
 
     # ----------------------------------------------------------------- elementwise
     def cast(self, p: CubeTensor, dtype: dt.DType) -> CubeTensor:
@@ -178,5 +191,12 @@ class CubeBackend(ElementwiseOps, ReduceOps, SortOps, MatmulOps, AttentionOps, I
         return p.with_layout(tuple(p.shape[a] for a in axes), tuple(p.strides[a] for a in axes), p.offset)
 
     def expand(self, p: CubeTensor, shape: tuple[int, ...]) -> CubeTensor:
-        strides = tuple(0 if (n != m and n == 1) else s for n, m, s in zip(p.shape, shape, p.strides))
-        return p.with_layout(tuple(shape), strides, p.offset)
+        # numpy's rules, as Flex's ``np.broadcast_to``: new leading dims and size-1 dims get
+        # stride 0 (the dims are matched from the right: the Tensor API adds the leading dims
+        # by a reshape first, the registry's rules and composites may pass a longer shape)
+        shape = tuple(shape)
+        lead = len(shape) - len(p.shape)
+        strides = (0,) * lead + tuple(
+            0 if (n != m and n == 1) else s for n, m, s in zip(p.shape, shape[lead:], p.strides)
+        )
+        return p.with_layout(shape, strides, p.offset)

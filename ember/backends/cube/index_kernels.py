@@ -7,8 +7,12 @@ Conventions shared by every kernel here:
   div/mod per dim, unrolled because ``rank()`` is comptime;
 * every tensor is read and written through its own strides (``Tensor`` params), so no
   input needs to be contiguous and broadcast operands arrive as zero-stride views;
-* index values are int64 already normalised to ``[0, n)`` by the Tensor API; they are
-  converted to ``u32`` (positions and metadata are ``u32`` in the kernel language);
+* index values are int64, checked by the kernel that reads them (``index_value``): a
+  negative one wraps once (as Python's), one still outside ``[0, n)`` is *reported* in the
+  backend's error flags (``err``, read at the next read of any tensor: ``IndexOps``) and never
+  used as a position (a gather writes 0 for it, a scatter skips it), so no access leaves the
+  indexed dim whatever the values; the checked value becomes a ``u32`` position (positions
+  and metadata are ``u32`` in the kernel language);
 * strides are non-negative (``CubeTensor``'s invariant): reversed traversal (flip,
   negative slice steps) is a per-dim *flip mask* applied to coordinates, never a negative
   stride.
@@ -27,6 +31,7 @@ from ...cube import (
     CUBE_DIM,
     CUBE_POS,
     UNIT_POS,
+    Array,
     Comptime,
     Scalar,
     Sequence,
@@ -34,12 +39,62 @@ from ...cube import (
     Tensor,
     atomic_add,
     cast,
+    function,
+    i32,
     i64,
     kernel,
     select,
     u32,
 )
 from ...cube.types import u32 as dt_u32
+
+#: words of the error flags (``err``): the count of bad index values, then the first one's
+#: site (``SITES``), dim, value (saturated to i32) and the dim's size
+ERR_WORDS = 5
+#: the ops whose kernels report bad index values, by site code (``err[1]``)
+SITES = ("", "gather", "scatter", "scatter_add", "index_select", "index", "index_put")
+
+
+@function
+def report(flags, at, bad_dim, bad, bad_size):
+    """Record a bad index value ``bad`` for dim ``bad_dim`` of size ``bad_size`` (``at``: the
+    site code): ``flags[0]`` counts them, the first unit to find one leaves its site, dim,
+    value and size in ``flags[1:5]`` (later finds only count, so the words describe one value).
+    (Parameter names distinct from the calling kernels' locals.)"""
+    if atomic_add(flags, 0, i32(1)) == 0:
+        flags[1] = cast(at, i32)
+        flags[2] = cast(bad_dim, i32)
+        flags[3] = cast(max(min(bad, i64(2147483647)), i64(-2147483647)), i32)
+        flags[4] = cast(bad_size, i32)
+
+
+@function
+def index_value(raw, dim_size):
+    """``raw`` wrapped once into ``[0, dim_size)`` when negative (``dim_size`` an i64); the
+    result is outside ``[0, dim_size)`` exactly when ``raw`` is out of range (the caller
+    reports it)."""
+    return raw + dim_size if raw < 0 else raw
+
+
+@function
+def indexed_offset(t, idx, first, base, k, flags, at):
+    """``base`` plus the offset in ``t`` of the position that the ``k`` index values
+    ``idx[first + j * idx.stride(0)]`` (j < k) give its leading dims, as an i64; -1 where one
+    of them is bad (each bad one is reported). A function of its own, so that its comptime loop
+    variable is no name of the calling kernel (there a runtime ``if`` around an unrolled loop
+    would turn it into a runtime local)."""
+    off = cast(base, i64)
+    good = True
+    for j in range(k):
+        size = cast(t.shape(j), i64)
+        raw = idx[first + j * idx.stride(0)]
+        v = index_value(raw, size)
+        if v >= 0 and v < size:
+            off += v * cast(t.stride(j), i64)
+        else:
+            good = False
+            report(flags, at, j, raw, size)
+    return off if good else i64(-1)
 
 
 @kernel
@@ -133,13 +188,15 @@ def cat_pieces(ins: Sequence[Tensor[T]], out: Tensor[T], meta: Sequence[Scalar],
 
 @kernel
 def gather_dim(
-    src: Tensor[T], index: Tensor[i64], out: Tensor[T], dim: Comptime[int], rows: u32, chunks: u32, k: Comptime[int]
+    src: Tensor[T], index: Tensor[i64], out: Tensor[T], dim: Comptime[int], rows: u32, chunks: u32, k: Comptime[int],
+    err: Array[i32], site: u32,
 ):
     """out[c] = src[c with c_dim replaced by index[c]] over index's shape (== out's shape).
 
     The index may be smaller than ``src`` on the other dims (torch's gather): those
     coordinates simply address the leading part of ``src``. index_select is this kernel
-    with a zero-stride (expanded) 1-D index. Row-chunked like ``copy_view``."""
+    with a zero-stride (expanded) 1-D index. Row-chunked like ``copy_view``. A bad index
+    value is reported (``report``) and gives 0."""
     u = ABSOLUTE_POS
     row = u // chunks
     if row < rows:
@@ -158,23 +215,33 @@ def gather_dim(
             oo += c * out.stride(d)
             if d != dim:
                 so += c * src.stride(d)
+        size = cast(src.shape(dim), i64)
         for t in range(k):
             cl = c0 + t
             if cl < nl:
-                s = so + cast(index[io + cl * index.stride(r - 1)], u32) * src.stride(dim)
-                if dim != r - 1:
-                    s += cl * src.stride(r - 1)
-                out[oo + cl * out.stride(r - 1)] = src[s]
+                v0 = index[io + cl * index.stride(r - 1)]
+                v = index_value(v0, size)
+                if v >= 0 and v < size:
+                    s = so + cast(v, u32) * src.stride(dim)
+                    if dim != r - 1:
+                        s += cl * src.stride(r - 1)
+                    out[oo + cl * out.stride(r - 1)] = src[s]
+                else:
+                    report(err, site, dim, v0, size)
+                    out[oo + cl * out.stride(r - 1)] = cast(0, T)
 
 
 @kernel
-def scatter_dim(index: Tensor[i64], src: Tensor[T], out: Tensor[T], dim: Comptime[int], add: Comptime[bool]):
+def scatter_dim(
+    index: Tensor[i64], src: Tensor[T], out: Tensor[T], dim: Comptime[int], add: Comptime[bool],
+    err: Array[i32], site: u32,
+):
     """For every c in index's shape: out[c with c_dim = index[c]] = src[c] (or += with
     ``add``, through an atomic so repeated targets sum up).
 
     ``out`` is a fresh copy of the input (tensors are values); ``src`` is read on the index's
     extent only. Without ``add``, repeated targets keep one of the candidates (which one is
-    unspecified, as in torch)."""
+    unspecified, as in torch). A bad index value is reported (``report``) and writes nothing."""
     i = ABSOLUTE_POS
     if i < index.len():
         rem = i
@@ -189,20 +256,28 @@ def scatter_dim(index: Tensor[i64], src: Tensor[T], out: Tensor[T], dim: Comptim
             so += c * src.stride(d)
             if d != dim:
                 oo += c * out.stride(d)
-        oo += cast(index[io], u32) * out.stride(dim)
-        if add:
-            atomic_add(out, oo, src[so])
+        size = cast(out.shape(dim), i64)
+        v0 = index[io]
+        v = index_value(v0, size)
+        if v >= 0 and v < size:
+            oo += cast(v, u32) * out.stride(dim)
+            if add:
+                atomic_add(out, oo, src[so])
+            else:
+                out[oo] = src[so]
         else:
-            out[oo] = src[so]
+            report(err, site, dim, v0, size)
 
 
 @kernel
 def index_gather(
-    src: Tensor[T], idx: Tensor[i64], out: Tensor[T], k: Comptime[int], rows: u32, chunks: u32, w: Comptime[int]
+    src: Tensor[T], idx: Tensor[i64], out: Tensor[T], k: Comptime[int], rows: u32, chunks: u32, w: Comptime[int],
+    err: Array[i32], site: u32,
 ):
     """Advanced indexing of src's leading ``k`` dims: ``idx`` has shape (k, *B) (the k
     broadcast index tensors stacked), out has shape B + src.shape[k:] (rank >= 1), and
-    out[b, r] = src[idx[0, b], ..., idx[k-1, b], r]. Row-chunked (``w`` elements per unit)."""
+    out[b, r] = src[idx[0, b], ..., idx[k-1, b], r]. Row-chunked (``w`` elements per unit).
+    A bad index value is reported (``report``) and gives 0."""
     u = ABSOLUTE_POS
     row = u // chunks
     if row < rows:
@@ -232,15 +307,21 @@ def index_gather(
                     s += cl * src.stride(r - 1 - nb + k)
                 else:
                     i += cl * idx.stride(r)
-                for j in range(k):
-                    s += cast(idx[i + j * idx.stride(0)], u32) * src.stride(j)
-                out[oo + cl * out.stride(r - 1)] = src[s]
+                at = indexed_offset(src, idx, i, s, k, err, site)
+                if at >= 0:
+                    out[oo + cl * out.stride(r - 1)] = src[cast(at, u32)]
+                else:
+                    out[oo + cl * out.stride(r - 1)] = cast(0, T)
 
 
 @kernel
-def index_scatter(values: Tensor[T], idx: Tensor[i64], out: Tensor[T], k: Comptime[int], add: Comptime[bool]):
+def index_scatter(
+    values: Tensor[T], idx: Tensor[i64], out: Tensor[T], k: Comptime[int], add: Comptime[bool],
+    err: Array[i32], site: u32,
+):
     """Inverse of ``index_gather``: for every (b, r) of values' shape B + R,
-    out[idx[0, b], ..., idx[k-1, b], r] = values[b, r] (or += atomically with ``add``)."""
+    out[idx[0, b], ..., idx[k-1, b], r] = values[b, r] (or += atomically with ``add``).
+    A bad index value is reported (``report``) and writes nothing."""
     i = ABSOLUTE_POS
     if i < values.len():
         nb = idx.rank() - 1
@@ -257,12 +338,12 @@ def index_scatter(values: Tensor[T], idx: Tensor[i64], out: Tensor[T], k: Compti
                 oo += c * out.stride(d - nb + k)
             else:
                 io += c * idx.stride(d + 1)
-        for j in range(k):
-            oo += cast(idx[io + j * idx.stride(0)], u32) * out.stride(j)
-        if add:
-            atomic_add(out, oo, values[vo])
-        else:
-            out[oo] = values[vo]
+        at = indexed_offset(out, idx, io, oo, k, err, site)
+        if at >= 0:
+            if add:
+                atomic_add(out, cast(at, u32), values[vo])
+            else:
+                out[cast(at, u32)] = values[vo]
 
 
 @kernel

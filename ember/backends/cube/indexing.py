@@ -10,6 +10,15 @@ a wider type, exactly as Flex does: float16/bfloat16 in float32 (rounded once at
 uint8/int8/int16/bool in int32 (cast back: the narrow ints wrap, bool is "any nonzero"). Float atomics
 add in an unspecified order, so float sums may differ from Flex's sequential order in the
 last bits; integer sums are exact.
+
+Index values are checked on the device, by the kernels that read them (``index_kernels``:
+negatives wrap once, a bad value is never used as a position and is *reported* in the
+backend's error flags, a small persistent int32 buffer). Nothing is read back at the op: the
+flags are read at the next read of any tensor of this backend (``into_data``, ``item``,
+``sync``) after an index kernel ran, and a bad value raises ``DeviceIndexError`` there, once
+(the flags are cleared first). The eager Tensor API checks realised indices on the host
+before the op, so there the flags only back it up; a fused device queues the op and learns
+of a bad value at its next read (``docs/evaluation.md``, "Index errors").
 """
 
 from __future__ import annotations
@@ -18,10 +27,13 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from ... import dtype as dt
 from ...cube.launch import CubeCount, CubeDim
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from . import index_kernels as ik
+from . import kernels
 from . import random_kernels as rk
 
 _DIM = CubeDim(256)
@@ -91,6 +103,57 @@ def _positive_view(p: CubeTensor, slices: Sequence[slice]) -> tuple[CubeTensor, 
 class IndexOps:
     """Mixin of ``CubeBackend`` (``self`` has ``client``, ``_empty``, ``_launch_lines``,
     ``contiguous``, ``copy``, ``cast``, ``full`` and the other core methods of ``backend.py``)."""
+
+    #: index ops check their index values themselves (on the device; bad ones are reported at
+    #: the next read: ``index_errors``), so the layers above need not read them
+    checks_indices = True
+    #: the error flags (``_err``: made on first use) and whether an index kernel may have
+    #: written them since they were last read
+    _err_flags: CubeTensor | None = None
+    _index_pending = False
+
+    # ----------------------------------------------------------------- index errors
+    def _err(self) -> CubeTensor:
+        """The error flags, for an index kernel about to launch (marks them pending)."""
+        f = self._err_flags
+        if f is None:
+            from ...cube.runtime import capture
+
+            f = self._from_data(np.zeros(ik.ERR_WORDS, np.int32), dt.int32)  # type: ignore[attr-defined]
+            # a captured drain or op that launches an index kernel names this same buffer at
+            # every replay, and marks the flags pending as the launch here does
+            capture.persist(f.buffer, self._note_index)
+            self._err_flags = f
+        self._index_pending = True
+        return f
+
+    def _note_index(self) -> None:
+        self._index_pending = True
+
+    def index_errors(self) -> None:
+        """Raise ``DeviceIndexError`` for a bad index value an index kernel found since the
+        flags were last read (then cleared: each is raised once). Called after every read;
+        reads the flags only when an index kernel ran since."""
+        if not self._index_pending:
+            return
+        self._index_pending = False
+        f = self._err_flags
+        if f is None:
+            return
+        client = self.client
+        if not client.read_scalar(f.buffer, np.dtype(np.int32), 0):
+            return
+        words = np.array(client.read(f.buffer, np.dtype(np.int32), (ik.ERR_WORDS,), (4,), 0))
+        self._launch_lines(kernels.fill, ik.ERR_WORDS, f, extra=(0,))  # type: ignore[attr-defined]
+        _, site, d, v, n = (int(w) for w in words)
+        from ...errors import DeviceIndexError
+
+        op = ik.SITES[site] if 0 < site < len(ik.SITES) else "an index op"
+        raise DeviceIndexError(
+            f"{op}: index {v} is out of bounds for dimension {d} with size {n}; checked on the "
+            "device and raised at the first read after the op ran (its result and what was computed "
+            "from it hold unspecified values)"
+        )
 
     # ----------------------------------------------------------------- helpers
     def _copy_into(self, src: CubeTensor, dst: CubeTensor, flips: int = 0) -> None:
@@ -208,14 +271,14 @@ class IndexOps:
     # ----------------------------------------------------------------- gather / scatter
     def gather(self, p: CubeTensor, dim: int, index: CubeTensor) -> CubeTensor:
         out = self._empty(index.shape, p.dtype)
-        self._gather(p, dim, index, out)
+        self._gather(p, dim, index, out, 1)
         return out
 
-    def _gather(self, p: CubeTensor, dim: int, index: CubeTensor, out: CubeTensor) -> None:
+    def _gather(self, p: CubeTensor, dim: int, index: CubeTensor, out: CubeTensor, site: int) -> None:
         if math.prod(out.shape):
             p, index, out = _as_rank1(p), _as_rank1(index), _as_rank1(out)  # 0-d: index is 0
             count, rows, chunks = _rows(out.shape)
-            ik.gather_dim.launch(self.client, count, _DIM, p, index, out, dim, rows, chunks, _CHUNK)
+            ik.gather_dim.launch(self.client, count, _DIM, p, index, out, dim, rows, chunks, _CHUNK, self._err(), site)
 
     def index_select(self, p: CubeTensor, dim: int, index: CubeTensor) -> CubeTensor:
         shape = p.shape[:dim] + index.shape + p.shape[dim + 1 :]
@@ -223,7 +286,7 @@ class IndexOps:
         strides = tuple(index.strides[0] if d == dim else 0 for d in range(len(shape)))
         full_index = index.with_layout(shape, strides, index.offset)
         out = self._empty(shape, p.dtype)
-        self._gather(p, dim, full_index, out)
+        self._gather(p, dim, full_index, out, 4)
         return out
 
     def _scatter(self, p: CubeTensor, dim: int, index: CubeTensor, src: CubeTensor, add: bool) -> CubeTensor:
@@ -232,7 +295,8 @@ class IndexOps:
 
         def launch(out: CubeTensor, s: CubeTensor) -> None:
             if n:
-                ik.scatter_dim.launch(self.client, _count(n), _DIM, index, s, out, dim, add)
+                site = 3 if add else 2
+                ik.scatter_dim.launch(self.client, _count(n), _DIM, index, s, out, dim, add, self._err(), site)
 
         if add and p.dtype not in _ATOMIC:
             return self._accumulating(p, src, launch)
@@ -258,7 +322,7 @@ class IndexOps:
                 view = out.with_layout((1,), (1,), out.offset)
                 p = p.with_layout(p.shape + (1,), p.strides + (0,), p.offset)
             count, rows, chunks = _rows(view.shape)
-            ik.index_gather.launch(self.client, count, _DIM, p, idx, view, k, rows, chunks, _CHUNK)
+            ik.index_gather.launch(self.client, count, _DIM, p, idx, view, k, rows, chunks, _CHUNK, self._err(), 5)
         return out
 
     def index_put(
@@ -272,7 +336,7 @@ class IndexOps:
 
         def launch(out: CubeTensor, v: CubeTensor) -> None:
             if n:
-                ik.index_scatter.launch(self.client, _count(n), _DIM, v, idx, out, k, accumulate)
+                ik.index_scatter.launch(self.client, _count(n), _DIM, v, idx, out, k, accumulate, self._err(), 6)
 
         if accumulate and p.dtype not in _ATOMIC:
             return self._accumulating(p, vals, launch)

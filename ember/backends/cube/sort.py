@@ -57,7 +57,7 @@ class SortOps:
             # a target that runs a cube's units one after another (the C runtime) pays the
             # network's O(n log^2 n) serially and loses to a merge sort 3-4x; its buffers are
             # host memory, so the registry's stable numpy sort runs on them directly
-            order = REGISTRY["argsort"].flex(np.asarray(self.into_data(p)), dim, descending, stable)
+            order = REGISTRY["argsort"].flex(np.asarray(self._read_traced(p)), dim, descending, stable)
             return self.from_data(np.ascontiguousarray(order, dtype=np.int64), dt.int64)
         x = self.contiguous(p)
         if x.dtype in _HALF:

@@ -99,6 +99,7 @@ class Fusion(Backend):
                  stage: str = "DSU-0-0", queue_limit: int | None = None) -> None:
         self.inner = inner
         self.name = f"fusion<{inner.name}>"
+        self.checks_indices = inner.checks_indices
         self.fusers = list(fusers)
         self.capturer = capturer
         self.stage = stage

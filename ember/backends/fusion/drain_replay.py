@@ -36,15 +36,13 @@ NEVER = "never"
 class DrainReplay:
     """A recorded drain: the function that repeats it, and the block summary its stats report."""
 
-    __slots__ = ("replay", "run", "outputs", "blocks", "fused", "unfused", "checks")
+    __slots__ = ("replay", "run", "outputs", "blocks", "fused", "unfused")
 
     def __init__(self, replay: Any, run: Callable[[list[Any]], list[Any]], outputs: tuple[tuple[int, int], ...],
-                 blocks: list[tuple[str, list[str]]], checks: tuple[Any, ...] = ()) -> None:
+                 blocks: list[tuple[str, list[str]]]) -> None:
         #: the recording's replay (``Recording.replay``); ``run`` is it bound to the inner backend
         self.replay = replay
         self.run = run
-        #: index checks of the drain's inputs a replay repeats first (``indices.check_inputs``)
-        self.checks = checks
         #: (op index, output index) of each result the replay returns, in its order
         self.outputs = outputs
         self.blocks = tuple(blocks)

@@ -47,13 +47,8 @@ class Recording(Protocol):
     draining thread (``DrainCapturer.capture``)."""
 
     #: why the record cannot be replayed ("" while it can); the Fusion layer sets it too, for
-    #: work of its own that a replay would not repeat (host-side index wrapping)
+    #: work of its own that a replay would not repeat (a host-side index check: ``indices``)
     failed: str
-    #: host-side checks of input values (``indices``) that a replay repeats on its new inputs
-    #: before it runs; the recording keeps them for the Fusion layer, which alone reads them
-    checks: list[Any]
-    #: while > 0, the inner backend's work is not recorded (the Fusion layer's own host reads)
-    inside: int
     #: the recorded work, opaque to Fusion: two records of one plan are compared by
     #: ``DrainCapturer.float_slots``
     steps: list[Any]
@@ -61,9 +56,6 @@ class Recording(Protocol):
     def __enter__(self) -> Recording: ...
 
     def __exit__(self, *exc: Any) -> None: ...
-
-    def input_index(self, value: Any) -> int | None:
-        """The index among the recording's inputs of ``value`` (None: not one of them as it is)."""
 
     def replay(self, outputs: list[Any]) -> Any:
         """What ``DrainCapturer.bind`` turns into a function of new inputs (its ``launches``: the

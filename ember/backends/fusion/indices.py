@@ -1,11 +1,16 @@
-"""Index values a queued op reads, checked when the op runs.
+"""Index values a queued op reads, checked on the host when the op runs (inner backends whose
+kernels do not check them).
 
 The Tensor API checks index tensors (range, negative wrap) where their values are known at
 the call; on a lazy device a queued index tensor is not read at the call (that would drain
-the stream), so the check happens here, at drain time, just before the inner backend's
-index op runs: an out-of-range value raises ``IndexOutOfRangeError`` from the read that
-drains (never a silently wrong result), negatives wrap once as in Python. The check reads
-the indices to the host (one small copy per queued index op); the eager path is unaffected.
+the stream). An inner backend whose index kernels check the values themselves
+(``Backend.checks_indices``: the Cube backend, which reports a bad value at its next read)
+needs nothing more, and the drain passes the indices as they are. For any other inner backend
+the check happens here, at drain time, just before its index op runs: the indices are read to
+the host (one small copy per queued index op), an out-of-range value raises
+``IndexOutOfRangeError`` from the read that drains (never a silently wrong result), negatives
+wrap once as in Python. A drain that checks here is not replayed (a replay would not repeat the
+host check).
 """
 
 from __future__ import annotations
@@ -17,49 +22,17 @@ import numpy as np
 from ... import _shape as S
 from ... import dtype as dt
 
-__all__ = ["INDEX_OPS", "checked_args", "check_inputs"]
+__all__ = ["INDEX_OPS", "checked_args"]
 
 
 def _fix(inner: Any, idx: Any, n: int, what: str, rec: Any) -> Any:
-    k = None if rec is None or rec.inside else rec.input_index(idx)
-    if k is not None:
-        # an index tensor the drain received realised: checked on the host here without
-        # breaking the recording (its read is not recorded), and again by every replay on its
-        # new input before it runs (``check_inputs``), so a training step's gather/index_select
-        # drain still replays
-        rec.inside += 1
-        try:
-            a = np.asarray(inner.into_data(idx))
-        finally:
-            rec.inside -= 1
-        if a.size and a.dtype.kind in "iu":
-            if S.wrapped_indices(a, n, what) is not None:
-                # wrapped on the host: an upload a replay would not repeat
-                if not rec.failed:
-                    rec.failed = "negative indices (wrapped on the host)"
-                return _fix_values(inner, idx, a, n, what)
-        rec.checks.append((k, n, what))
-        return idx
+    if rec is not None and not rec.failed:
+        rec.failed = "index values checked on the host"
     a = np.asarray(inner.into_data(idx))
-    return _fix_values(inner, idx, a, n, what)
-
-
-def _fix_values(inner: Any, idx: Any, a: np.ndarray, n: int, what: str) -> Any:
     if a.size == 0 or a.dtype.kind not in "iu":
         return idx
     wrapped = S.wrapped_indices(a, n, what)
     return idx if wrapped is None else inner.from_data(wrapped.astype(np.int64), dt.int64)
-
-
-def check_inputs(inner: Any, checks: tuple[Any, ...], inputs: list[Any]) -> bool:
-    """Repeat a capture's index checks on a replay's inputs: raises ``IndexOutOfRangeError``
-    as the unreplayed drain would; False where a value is negative (the drain must run
-    normally: it wraps them)."""
-    for k, n, what in checks:
-        a = np.asarray(inner.into_data(inputs[k]))
-        if a.size and a.dtype.kind in "iu" and S.wrapped_indices(a, n, what) is not None:
-            return False
-    return True
 
 
 def _dim_size(p: Any, d: int) -> int:
@@ -90,5 +63,6 @@ INDEX_OPS: dict[str, Any] = {
 
 def checked_args(inner: Any, op: str, args: tuple[Any, ...], rec: Any = None) -> tuple[Any, ...]:
     """``args`` of index op ``op`` with its indices checked and negatives wrapped; ``rec``: the
-    recording the drain runs under (``hooks.Recording``; None: none)."""
+    recording the drain runs under (``hooks.Recording``; None: none), which a host check
+    marks as not replayable."""
     return INDEX_OPS[op](inner, args, rec)

@@ -31,7 +31,7 @@ from .drain_replay import (
     param_replay,
     replay_key,
 )
-from .indices import INDEX_OPS, check_inputs, checked_args
+from .indices import INDEX_OPS, checked_args
 from .ir import READ_WRITE, OperationIr, TensorIr, relative_key
 
 __all__ = ["Stream", "Plan", "Block", "FusionStats", "cut_here", "cut_window"]
@@ -220,14 +220,12 @@ class Stream:
 
     def _replay_fast(self, fast: tuple[Any, tuple[int, ...]], consts: dict[int, Any], handles: dict[int, Any],
                      order: list[int]) -> bool:
-        """Run a drain from its fast replay (False: its index checks want the ordinary path)."""
+        """Run a drain from its fast replay."""
         rep, out_rels = fast
         owner = self.owner
         stats = owner.stats
         try:
             inputs = list(consts.values())
-            if rep.checks and not check_inputs(owner.inner, rep.checks, inputs):
-                return False
             stats.drains += 1
             stats.plan_hits += 1
             rep.count(stats)
@@ -247,7 +245,7 @@ class Stream:
                            handles: dict[int, Any], order: list[int]) -> bool:
         """Run a drain from the parametric replay of its layout (``ParamDrainReplay``) with its
         floats patched in, as ``_param_replay`` would after computing the keys (False: the
-        floats or the index checks want the ordinary path)."""
+        floats want the ordinary path)."""
         pe, out_rels = fast
         if not pe.matches(fvals):
             return False
@@ -255,8 +253,6 @@ class Stream:
         rep = pe.rep
         try:
             inputs = list(consts.values())
-            if rep.checks and not check_inputs(owner.inner, rep.checks, inputs):
-                return False
             with pe.lock:
                 if not pe.patch(fvals):
                     return False
@@ -414,11 +410,7 @@ class Stream:
             self._execute(plan, ops, env)
             return None
         if type(rep) is DrainReplay:
-            inputs = list(env.values())
-            if rep.checks and not check_inputs(self.owner.inner, rep.checks, inputs):
-                self._execute(plan, ops, env)
-                return None
-            outs = rep.run(inputs)
+            outs = rep.run(list(env.values()))
             for (i, j), v in zip(rep.outputs, outs):
                 env[ops[i].outputs[j].id] = v
             rep.count(self.owner.stats)
@@ -454,7 +446,7 @@ class Stream:
         if r is None:
             replays[rkey] = NEVER
             return None
-        rep = replays[rkey] = DrainReplay(r, capturer.bind(r), where, ran, tuple(cap.checks))
+        rep = replays[rkey] = DrainReplay(r, capturer.bind(r), where, ran)
         return rep
 
     def _param_replay(self, plan: Plan, ops: list[OperationIr], env: dict[int, Any], values: list[Any],
@@ -471,8 +463,6 @@ class Stream:
                 return False
             rep = pe.rep
             inputs = list(env.values())
-            if rep.checks and not check_inputs(self.owner.inner, rep.checks, inputs):
-                return False
             with pe.lock:
                 if not pe.patch(values):
                     return False
@@ -502,7 +492,7 @@ class Stream:
         where = tuple((i, j) for i, o in enumerate(ops) for j, live in enumerate(o.live) if live)
         r = cap.replay([env[ops[i].outputs[j].id] for i, j in where])
         pr = None if r is None else param_replay(capturer, pe, list(cap.steps), values,
-                                                   DrainReplay(r, capturer.bind(r), where, ran, tuple(cap.checks)))
+                                                   DrainReplay(r, capturer.bind(r), where, ran))
         replays[pkey] = NEVER if pr is None else pr
         from ...environment import log
 
@@ -555,7 +545,9 @@ class Stream:
                     continue
                 try:
                     args = tuple(_map_args(a, env) for a in o.args)
-                    if o.op in INDEX_OPS:
+                    if o.op in INDEX_OPS and not inner.checks_indices:
+                        # an inner backend whose kernels check the values (and report a bad
+                        # one at its next read) needs no host copy of them
                         args = checked_args(inner, o.op, args, rec)
                     env[o.outputs[0].id] = getattr(inner, o.op)(*args)
                 except Exception as e:
@@ -623,7 +615,7 @@ def _dead(rel: dict[int, int], handles: dict[int, Any]) -> tuple[int, ...] | Non
 def _needed(ops: list[OperationIr]) -> tuple[int, ...] | None:
     """Indices of the ops whose results are wanted: a live output, or an input of a wanted
     op later on (None: all of them). An index op stays whatever happens to its result: its
-    index check may raise, as it would eagerly."""
+    index check may raise (or report a bad value at the next read), as it would eagerly."""
     wanted: set[int] = set()
     keep = []
     for i in range(len(ops) - 1, -1, -1):

@@ -8,6 +8,11 @@ argument the slot and layout it read). Buffers the code found already alive (the
 read back, a sync, a hand-written kernel's raw launch, a launch that ran nothing because the
 tuner was preparing) cannot be replayed from this record, so it marks the capture broken.
 
+A *persistent* buffer (``persist``: a backend's own small buffer that lives as long as the
+backend, such as the Cube backend's index-error flags) may be named by a launch too: it
+becomes a *fixed slot*, bound to that same buffer at every replay, and a replay that names it
+calls the callback ``persist`` was given (the backend learns that the buffer was written).
+
 Hand-written kernels launch with raw arguments (addresses, tensor maps) that cannot be
 rebound, so their launchers are captured one level up: ``call(fn, args)`` (the tuner runs
 every candidate through it) records a *call step*, the function and its arguments with
@@ -35,22 +40,32 @@ from .tensor import CubeTensor
 
 _new = object.__new__
 
-__all__ = ["Capture", "Replay", "active", "alloc", "broken", "call", "launched"]
+__all__ = ["Capture", "Replay", "active", "alloc", "broken", "call", "launched", "persist"]
 
 #: captures open on any thread (the hooks' first, cheapest test; changed under ``_count_lock``,
 #: since ``+=`` on a global is no atomic step and a lost update would hide a capture)
 active = 0
 _count_lock = threading.Lock()
 _local = threading.local()
+#: id(buffer) -> (buffer, callback) of the persistent buffers (``persist``)
+_persistent: dict[int, tuple[Any, Any]] = {}
+
+
+def persist(buf: Any, on_replay: Any) -> None:
+    """Let captured launches name ``buf``, a buffer that outlives every replay (it is held
+    here for the process): replays bind the same buffer and call ``on_replay()`` after they
+    run. For a backend's own small state buffers, created outside any capture."""
+    _persistent[id(buf)] = (buf, on_replay)
 
 
 class Capture:
     """The record of one thread's device work; open with ``with Capture(inputs) as c:``."""
 
-    __slots__ = ("inputs", "slot_of", "allocs", "steps", "failed", "inside", "checks", "_prev")
+    __slots__ = ("inputs", "slot_of", "allocs", "steps", "failed", "inside", "_prev")
 
     def __init__(self, inputs: list[CubeTensor]) -> None:
-        #: slot -> ("in", input index) or ("new", nbytes); inputs take the first slots
+        #: slot -> ("in", input index), ("new", nbytes) or ("fixed", id(buffer)) (``persist``);
+        #: inputs take the first slots
         self.allocs: list[Any] = []
         #: id(buffer) -> slot, for buffers the captured code may name in a launch
         self.slot_of: dict[int, int] = {}
@@ -65,9 +80,6 @@ class Capture:
         self.failed = ""
         #: call steps running (their own work is not recorded)
         self.inside = 0
-        #: checks of input values the captured code made on the host (``input_index``), which a
-        #: replay's caller repeats on the new inputs before it replays (opaque to the capture)
-        self.checks: list[Any] = []
 
     def __enter__(self) -> Capture:
         global active
@@ -92,22 +104,12 @@ class Capture:
             return None
         slot = self.slot_of.get(id(t.buffer))
         if slot is None:
-            return None
+            key = id(t.buffer)
+            if key not in _persistent or _persistent[key][0] is not t.buffer:
+                return None
+            slot = self.slot_of[key] = len(self.allocs)  # a fixed slot (``persist``)
+            self.allocs.append(("fixed", key))
         return (slot, t.shape, t.strides, t.offset, t.dtype)
-
-    def input_index(self, t: Any) -> int | None:
-        """The index among the inputs of the first one on ``t``'s buffer, when ``t`` is that
-        input itself (same layout); None otherwise."""
-        if type(t) is not CubeTensor:
-            return None
-        slot = self.slot_of.get(id(t.buffer))
-        if slot is None or self.allocs[slot][0] != "in":
-            return None
-        k = self.allocs[slot][1]
-        u = self.inputs[k]
-        if u.shape != t.shape or u.strides != t.strides or u.offset != t.offset or u.dtype != t.dtype:
-            return None
-        return k
 
     def replay(self, outputs: list[Any]) -> Replay | None:
         """The replay of what was captured, producing views like ``outputs`` (None when the
@@ -168,14 +170,13 @@ def call(fn: Any, args: tuple[Any, ...], inline: bool = False) -> Any:
             return fn(*args)
         template.append(t)
     if inline and not c.failed:
-        n_steps, n_allocs, n_checks = len(c.steps), len(c.allocs), len(c.checks)
+        n_steps, n_allocs = len(c.steps), len(c.allocs)
         out = fn(*args)
         if not c.failed and (out is None or c.view(out) is not None):
             return out
-        # undo the inline record: the steps, slots and checks it added, and the failure
+        # undo the inline record: the steps and slots it added, and the failure
         del c.steps[n_steps:]
         del c.allocs[n_allocs:]
-        del c.checks[n_checks:]
         for k in [k for k, s in c.slot_of.items() if s >= n_allocs]:
             del c.slot_of[k]
         c.failed = ""
@@ -337,12 +338,15 @@ def _views_of(step: Any) -> list[Any]:
 class Replay:
     """A captured program: ``run(client, inputs)`` launches it again; returns the outputs."""
 
-    __slots__ = ("n_slots", "new", "steps", "outputs", "n_inputs", "input_slots", "launches")
+    __slots__ = ("n_slots", "new", "steps", "outputs", "n_inputs", "input_slots", "fixed", "on_run", "launches")
 
     def __init__(self, allocs: list[Any], steps: list[Any], outputs: list[Any], n_inputs: int) -> None:
         self.n_slots = len(allocs)
         self.n_inputs = n_inputs
         self.input_slots = tuple((s, a[1]) for s, a in enumerate(allocs) if a[0] == "in")
+        #: fixed slots and their buffers, and the callbacks a run ends with (``persist``)
+        self.fixed = tuple((s, _persistent[a[1]][0]) for s, a in enumerate(allocs) if a[0] == "fixed")
+        self.on_run = tuple(_persistent[a[1]][1] for a in allocs if a[0] == "fixed")
         out_slots = {o[0] for o in outputs}
         first: dict[int, int] = {}
         last: dict[int, int] = {}
@@ -379,6 +383,8 @@ class Replay:
         bufs: list[Any] = [None] * self.n_slots
         for s, k in self.input_slots:
             bufs[s] = inputs[k].buffer
+        for s, b in self.fixed:
+            bufs[s] = b
         # straight from the pool unless a capture must see the reservations (or a trace)
         empty = client.empty if active or tracing.active else client.pool._reserve
         for go, count, info, slots, reserve, drop in self.steps:
@@ -394,4 +400,6 @@ class Replay:
                 bufs[s] = None
         for s, nbytes in self.new:
             bufs[s] = client.empty(nbytes)
+        for f in self.on_run:
+            f()
         return [_tensor(client, bufs, v) for v in self.outputs]
