@@ -141,3 +141,42 @@ def test_a_later_process_tuning_again_loads_every_candidate_without_rendering(tm
     first, again = runs
     assert first["compiles"] > 3 and first["renders"] > 3, "the first process compiles the candidates"
     assert again == {"compiles": 0, "renders": 0}
+
+
+_LOSS = r"""
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from fake_cuda import driver as fake_driver
+import numpy as np
+import ember
+import ember.nn.functional as F
+
+fake = fake_driver.install(sys.argv[2])
+d = ember.Device.cuda().autodiff()
+rng = np.random.default_rng()
+emb = ember.nn.Embedding(11, 8, device=d)
+ids = ember.tensor(rng.integers(0, 11, (4, 6)), device=d)
+target = ember.tensor(rng.integers(0, 8, 24), device=d)
+got = []
+for _ in range(4):
+    c0 = fake.counts()
+    loss = F.cross_entropy(emb(ids).reshape(24, 8), target)
+    loss.backward()
+    c1 = fake.counts()
+    loss.item()
+    got.append({k: c1[k] - c0[k] for k in ("dtoh", "syncs")})
+print(json.dumps(got))
+"""
+
+
+def test_a_loss_over_uploaded_targets_reads_nothing_back(tmp_path: Path) -> None:
+    """cross_entropy over uploaded int64 targets (and the embedding's gather) neither reads the
+    targets nor the indices back before the user's own read: on a GPU such a read waits for
+    every queued kernel, the previous step's included (the step serialises host and device)."""
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": str(ROOT)}
+    env.pop("EMBER_TEST_DEVICES", None)
+    r = subprocess.run([sys.executable, "-c", _LOSS, str(ROOT / "bench"), str(tmp_path)], capture_output=True,
+                       text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    for step in json.loads(r.stdout.strip().splitlines()[-1]):
+        assert step == {"dtoh": 0, "syncs": 0}

@@ -151,9 +151,11 @@ def _nll(logp: Tensor, target: Tensor, weight: Tensor | None, ignore_index: int,
 
 def _may_hold(target: Tensor, value: int) -> bool:
     """Whether ``target`` may contain ``value``: read when it is readable without draining a
-    lazy stream (targets are usually uploaded host data), else assumed (the masked path)."""
+    lazy stream and without waiting for a GPU (targets are usually uploaded host data), else
+    assumed (the masked path: a few more fused elementwise ops, no read). A read on a GPU device
+    would wait for every kernel queued before it, the previous step's included, once per loss."""
     bk = target._bk
-    if not (bk.eager or bk.is_ready(target._p)):
+    if not (bk.eager or (bk.is_ready(target._p) and target.is_cpu)):
         return True
     a = target.numpy()
     if a.size == 0:
