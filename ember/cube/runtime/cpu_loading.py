@@ -122,8 +122,15 @@ class _OpenMP:
         for t in keep:
             b = getattr(t, "buffer", t)
             work += b.nbytes
-        n = work * getattr(fn, "em_weight", 1) // WORK_PER_THREAD
-        n = 1 if n < 1 else (self.max if n >= self.max else n)
+        self.use(self.count(work * getattr(fn, "em_weight", 1)))
+
+    def count(self, work: int) -> int:
+        """Threads for ``work`` (bytes x weight): one per WORK_PER_THREAD, 1 to ``max``."""
+        n = work // WORK_PER_THREAD
+        return 1 if n < 1 else (self.max if n >= self.max else n)
+
+    def use(self, n: int) -> None:
+        """Make ``n`` the calling thread's OpenMP thread count."""
         if self.shared:  # others set this thread's count too: the cached value may be stale
             self.set(n)
             return
