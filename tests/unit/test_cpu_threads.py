@@ -74,16 +74,37 @@ def test_serial_threshold():
     assert not blas_threads.serial_matmul(256 * 784 * 512)
 
 
-def test_one_thread_is_thread_local_and_restored():
-    prev = blas_threads.one_thread()
-    if prev is None:
-        pytest.skip("this numpy's BLAS has no thread-local thread count")
+def test_one_thread_sets_one_and_restores_the_count():
+    tok = blas_threads.one_thread()
+    if tok is None:
+        pytest.skip("this numpy's BLAS has no thread count setter")
     fn = blas_threads._setter[0]
+    saved = blas_threads._held[1]
     try:
         assert fn(1) == 1  # the setting one_thread made (the setter returns the previous one)
     finally:
-        blas_threads.restore(prev)
-    assert fn(prev) == prev
+        blas_threads.restore(tok)
+    assert fn(saved) == saved  # restored
+
+
+def test_overlapping_calls_restore_once_the_first_count(monkeypatch):
+    # the setter is process-wide: a second caller must not save the first one's 1 and put it back
+    calls: list[int] = []
+    state = [4]
+
+    def setter(v: int) -> int:
+        calls.append(v)
+        prev, state[0] = state[0], v
+        return prev
+
+    monkeypatch.setattr(blas_threads, "_setter", [setter])
+    monkeypatch.setattr(blas_threads, "_held", [0, 0])
+    t1 = blas_threads.one_thread()
+    t2 = blas_threads.one_thread()
+    blas_threads.restore(t1)
+    assert state[0] == 1
+    blas_threads.restore(t2)
+    assert state[0] == 4 and calls == [1, 4]
 
 
 @pytest.mark.parametrize("m,k,n", [(32, 64, 128), (256, 96, 80), (512, 512, 160)])
@@ -95,6 +116,7 @@ def test_vendor_matmul_sets_one_thread_below_the_threshold(monkeypatch, m, k, n)
         return 7  # the "previous" setting, which restore must put back
 
     monkeypatch.setattr(blas_threads, "_setter", [setter])
+    monkeypatch.setattr(blas_threads, "_held", [0, 0])
     dev = ember.Device.cpu(fusion=False)
     rng = np.random.default_rng(m + k + n)
     a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)

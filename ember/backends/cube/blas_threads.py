@@ -9,10 +9,13 @@ one (best of 20), and the 1024 x 64 x 256 product of the GPT step 12 ms against 
 CPU kernels follow the same rule through ``cpu_loading.WORK_PER_THREAD``.
 
 ``serial_matmul(work)`` says whether a product of ``work`` multiply-adds runs on one thread;
-``one_thread()`` / ``restore(prev)`` set and reset the *calling thread's* count through the
-library's thread-local setter (``openblas_set_num_threads_local``, OpenBLAS >= 0.3.27;
-``mkl_set_num_threads_local``), so no other thread's numpy (Flex, user code) is affected.
-A BLAS without such a setter is left alone.
+``one_thread()`` / ``restore(token)`` set the count to 1 and back through the library's setter
+that returns the previous count (``openblas_set_num_threads_local``, OpenBLAS >= 0.3.27;
+``mkl_set_num_threads_local``). Despite its name OpenBLAS's setter changes the process-wide
+count (measured: a count set on one thread is what another thread reads), so the setting is
+counted: the first of overlapping calls (ember matmuls on several threads) saves the count and
+the last one restores it, and numpy elsewhere in the process (Flex, user code) runs on one
+thread only while an ember product does. A BLAS without such a setter is left alone.
 """
 
 from __future__ import annotations
@@ -70,16 +73,29 @@ def serial_matmul(work: int) -> bool:
     return work < SERIAL_MATMUL_WORK
 
 
-def one_thread() -> int | None:
-    """Set the calling thread's BLAS thread count to 1; returns what ``restore`` needs (None:
-    the BLAS has no thread-local setting, nothing changed)."""
+#: overlapping ``one_thread`` calls and the count the first of them found (under ``_lock``)
+_held = [0, 0]
+
+
+def one_thread() -> bool | None:
+    """Set the BLAS thread count to 1; returns what ``restore`` needs (None: the BLAS has no
+    such setter, nothing changed)."""
     fn = _setter[0] if _setter else _find()
     if fn is None:
         return None
-    return int(fn(1))
+    with _lock:
+        if _held[0] == 0:
+            _held[1] = int(fn(1))
+        _held[0] += 1
+    return True
 
 
-def restore(prev: int | None) -> None:
-    """Undo ``one_thread`` (``prev``: its result)."""
-    if prev is not None:
-        _setter[0](prev)
+def restore(token: bool | None) -> None:
+    """Undo ``one_thread`` (``token``: its result); the last of overlapping calls puts the
+    saved count back."""
+    if token is None:
+        return
+    with _lock:
+        _held[0] -= 1
+        if _held[0] == 0:
+            _setter[0](_held[1])

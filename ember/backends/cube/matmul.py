@@ -322,7 +322,7 @@ def _launch_numpy(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -
     backend.client.sync()  # earlier launches may still be queued on the service thread
     av, bv, ov = _host_view(a), _host_view(b), _host_view(out)
     # a small product on one BLAS thread (``blas_threads``: its workers stall on shared cores)
-    prev = blas_threads.one_thread() if blas_threads.serial_matmul(math.prod(out.shape) * a.shape[-1]) else None
+    one = blas_threads.one_thread() if blas_threads.serial_matmul(math.prod(out.shape) * a.shape[-1]) else None
     try:
         if tracing.active:
             with tracing.span("launch", kernel="vendor:numpy.matmul", vendor=True):
@@ -330,7 +330,7 @@ def _launch_numpy(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -
         else:
             np.matmul(av, bv, out=ov)
     finally:
-        blas_threads.restore(prev)
+        blas_threads.restore(one)
 
 
 def _vendor_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:
