@@ -62,7 +62,7 @@ from ...cube.launch import CubeCount, CubeDim, lines
 from ...cube.runtime.client import shared_limit
 from ...cube.runtime.tensor import CubeTensor, contiguous_strides
 from ...precision import tensor_core_types, tf32_allowed
-from . import kernels
+from . import blas_threads, kernels
 from .cuda_kernels import transpose as cuda_transpose
 from .matmul_gpu_kernels import matmul_gpu
 from .matmul_kernels import MR_MAX, matmul_blocked, matmul_tiled, pack_panels
@@ -322,11 +322,16 @@ def _launch_numpy(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -
         return  # launches run nothing now (``preparing``): nor does the vendor routine
     backend.client.sync()  # earlier launches may still be queued on the service thread
     av, bv, ov = _host_view(a), _host_view(b), _host_view(out)
-    if tracing.active:
-        with tracing.span("launch", kernel="vendor:numpy.matmul", vendor=True):
+    # a small product on one BLAS thread (``blas_threads``: its workers stall on shared cores)
+    one = blas_threads.one_thread() if blas_threads.serial_matmul(math.prod(out.shape) * a.shape[-1]) else None
+    try:
+        if tracing.active:
+            with tracing.span("launch", kernel="vendor:numpy.matmul", vendor=True):
+                np.matmul(av, bv, out=ov)
+        else:
             np.matmul(av, bv, out=ov)
-    else:
-        np.matmul(av, bv, out=ov)
+    finally:
+        blas_threads.restore(one)
 
 
 def _vendor_valid(backend: Any, a: CubeTensor, b: CubeTensor, out: CubeTensor) -> bool:

@@ -468,13 +468,37 @@ class CpuServer(Preparing):
         fn, cx, cy, cz = kernel.fn, count.x, count.y, count.z
         array = kernel.buf_type or _buf_type(kernel, len(slots))
         pairs = tuple(zip(slots, offsets))
-        execute = self._execute
+        omp = _openmp
+        if self.downstream.kind != "inline" or omp.set is None:
+            execute = self._execute
 
-        def go(bufs: list[Any]) -> None:
-            keep = [bufs[s] for s in slots]
-            execute(fn, array(*[bufs[s].ptr + o for s, o in pairs]), info, cx, cy, cz, keep)
+            def go(bufs: list[Any]) -> None:
+                keep = [bufs[s] for s in slots]
+                execute(fn, array(*[bufs[s].ptr + o for s, o in pairs]), info, cx, cy, cz, keep)
 
-        return go
+            return go
+        # inline (the usual stage): ``_execute``'s body written out, its thread count computed at
+        # the first run (a replay's buffers have the sizes of the captured ones, so its work
+        # estimate is the same every time), no list of the buffers to keep (the call returns
+        # after the kernel ran). The per-launch Python cost of a replayed drain is this function.
+        weight = getattr(fn, "em_weight", 1)
+        threads = [0]
+        server = self
+
+        def go_inline(bufs: list[Any]) -> None:
+            if server._preparer is not None and server._preparer == threading.get_ident():
+                return  # preparing: launches run nothing (their inputs may be unwritten)
+            n = threads[0]
+            if not n:
+                n = threads[0] = omp.count(sum([bufs[s].nbytes for s in slots]) * weight)
+            omp.use(n)
+            ptrs = array(*[bufs[s].ptr + o for s, o in pairs])
+            try:
+                fn(ptrs, info, cx, cy, cz)
+            except ctypes.ArgumentError:  # counts that are not plain ints (numpy integers)
+                _run_kernel(fn, ptrs, info, cx, cy, cz)
+
+        return go_inline
 
     def _execute(self, fn: Any, bufs: Any, info: Any, cx: int, cy: int, cz: int, keep: Any) -> None:
         """Run a launch on the downstream stage (``keep`` holds its buffers alive until it ran)."""

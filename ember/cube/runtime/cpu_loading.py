@@ -79,13 +79,23 @@ def _work_weight(kernel: str) -> int:
 class _OpenMP:
     """The OpenMP runtime the kernels link (found through the first kernel library: ``dlsym``
     searches its dependencies, so gcc's libgomp and clang's libomp alike), and the thread
-    count of the calling thread (OpenMP keeps it per thread)."""
+    count of the calling thread (OpenMP keeps it per thread).
+
+    ``shared``: the runtime was in the process before ember's first kernel load (torch links
+    its own libgomp, soname ``libgomp.so.1``; the loader then binds ember's kernels to that
+    copy). Its users change the calling thread's count behind ember's back (every torch op
+    sets it back to ``torch.get_num_threads()``), so ember then sets the count at every launch
+    rather than only when it differs from the one it set last: a stale cached 1 made every
+    small launch after a torch op fork a team, and on a loaded machine wait a scheduler time
+    slice for its descheduled worker at the closing barrier (issue 20)."""
 
     def __init__(self) -> None:
         self.set: Any = None  # omp_set_num_threads, once a kernel library is loaded
         self.max = 1  # the threads the environment allows (OMP_NUM_THREADS, affinity)
         self.local = threading.local()
         self.lock = threading.Lock()
+        #: None until the first load looks; then whether the runtime was already loaded
+        self.shared: bool | None = None
 
     def bind(self, lib: Any) -> None:
         if self.set is not None:
@@ -112,8 +122,18 @@ class _OpenMP:
         for t in keep:
             b = getattr(t, "buffer", t)
             work += b.nbytes
-        n = work * getattr(fn, "em_weight", 1) // WORK_PER_THREAD
-        n = 1 if n < 1 else (self.max if n >= self.max else n)
+        self.use(self.count(work * getattr(fn, "em_weight", 1)))
+
+    def count(self, work: int) -> int:
+        """Threads for ``work`` (bytes x weight): one per WORK_PER_THREAD, 1 to ``max``."""
+        n = work // WORK_PER_THREAD
+        return 1 if n < 1 else (self.max if n >= self.max else n)
+
+    def use(self, n: int) -> None:
+        """Make ``n`` the calling thread's OpenMP thread count."""
+        if self.shared:  # others set this thread's count too: the cached value may be stale
+            self.set(n)
+            return
         loc = self.local
         if getattr(loc, "n", 0) != n:
             self.set(n)
@@ -121,6 +141,23 @@ class _OpenMP:
 
 
 _openmp = _OpenMP()
+
+
+#: file names of OpenMP runtimes (gcc, LLVM, Intel)
+_RUNTIMES = ("libgomp", "libomp", "libiomp")
+
+
+def _runtime_loaded() -> bool:
+    """Whether an OpenMP runtime is mapped into this process (read before ember's first kernel
+    load: one that is there already belongs to another library, e.g. torch). True where the
+    process's maps cannot be read: then the count is set at every launch, which is always
+    correct (a few hundred ns per launch)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            maps = f.read()
+    except OSError:
+        return True
+    return any(r in maps for r in _RUNTIMES)
 
 
 def _load_library(path: Path) -> Any:
@@ -131,6 +168,8 @@ def _load_library(path: Path) -> Any:
     a shared machine turn a tiny launch into a wait for a scheduler time slice).
     The variable is set only around the load, so libraries loaded later (torch's own OpenMP)
     see the user's environment."""
+    if _openmp.shared is None:
+        _openmp.shared = _runtime_loaded()
     keys = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
     if _openmp.set is not None or any(k in os.environ for k in keys):
         return ctypes.CDLL(str(path))
