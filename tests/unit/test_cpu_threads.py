@@ -38,14 +38,48 @@ def test_own_runtime_sets_the_count_only_when_it_changes():
     assert calls == [1, 2, 1]
 
 
-def test_shared_runtime_sets_the_count_at_every_launch():
+def test_shared_runtime_sets_the_count_at_every_launch_and_hands_the_old_one_back():
     # another library (torch) sets the thread's count between ember's launches: a cached value
-    # would be stale, and a small launch would fork the other library's team
+    # would be stale, and a small launch would fork the other library's team; the count is the
+    # other library's too, so each launch returns the count to put back after it
     omp, calls = _omp(shared=True)
+    current = [2]  # the other library's count
+    omp.get = lambda: current[0]
     small, large = [_Buf(1024)], [_Buf(4 * cpu_loading.WORK_PER_THREAD)]
-    for keep in (small, small, large, small):
-        omp.threads_for(_fn, keep)
-    assert calls == [1, 1, 2, 1]
+    back = [omp.threads_for(_fn, keep) for keep in (small, small, large, small)]
+    assert calls == [1, 1, 1]  # the large launch runs on the other's 2: nothing to set
+    assert back == [2, 2, 0, 2]
+
+
+_TORCH_FIRST = r"""
+import torch
+torch.set_num_threads(2)
+import numpy as np
+import ember
+d = ember.Device.cpu()
+x = ember.tensor(np.ones(8, np.float32), device=d)
+for _ in range(3):
+    (x * 2 + 1).sum().item()  # tiny launches: ember runs them on one thread
+# the count torch's parallel regions will use (torch.get_num_threads() answers from its own cache)
+import ctypes
+gomp = next(line.split()[-1] for line in open("/proc/self/maps") if "libgomp" in line)
+print(ctypes.CDLL(gomp).omp_get_max_threads())
+"""
+
+
+def test_ember_launches_leave_torchs_thread_count_alone(tmp_path):
+    # torch imported first: ember's kernels bind to torch's libgomp, whose count torch reads for
+    # its own parallel regions; ember's one-thread launches must not leave torch on one thread
+    pytest.importorskip("torch")
+    import os
+    import subprocess
+    import sys
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one core: every count is 1")
+    env = {**os.environ, "EMBER_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "2"}
+    r = subprocess.run([sys.executable, "-c", _TORCH_FIRST], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.stdout.strip().splitlines()[-1] == "2"
 
 
 def test_runtime_detection_reads_the_process_maps(monkeypatch, tmp_path):

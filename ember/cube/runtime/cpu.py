@@ -442,12 +442,14 @@ class CpuServer(Preparing):
         ch = self.downstream
         if ch.kind == "inline":
             omp = _openmp
-            if omp.set is not None:
-                omp.threads_for(fn, tensors)
+            prev = omp.threads_for(fn, tensors) if omp.set is not None else 0
             try:
                 fn(bufs, info, count.x, count.y, count.z)
             except ctypes.ArgumentError:  # counts that are not plain ints (numpy integers)
                 _run_kernel(fn, bufs, info, count.x, count.y, count.z)
+            finally:
+                if prev:
+                    omp.set(prev)
         else:
             ch.submit(_run_threaded, fn, bufs, info, count.x, count.y, count.z, tensors)
             ch.submit(_release, tensors)
@@ -491,12 +493,15 @@ class CpuServer(Preparing):
             n = threads[0]
             if not n:
                 n = threads[0] = omp.count(sum([bufs[s].nbytes for s in slots]) * weight)
-            omp.use(n)
+            prev = omp.use(n)
             ptrs = array(*[bufs[s].ptr + o for s, o in pairs])
             try:
                 fn(ptrs, info, cx, cy, cz)
             except ctypes.ArgumentError:  # counts that are not plain ints (numpy integers)
                 _run_kernel(fn, ptrs, info, cx, cy, cz)
+            finally:
+                if prev:
+                    omp.set(prev)
 
         return go_inline
 
@@ -507,12 +512,14 @@ class CpuServer(Preparing):
         ch = self.downstream
         omp = _openmp
         if ch.kind == "inline":
-            if omp.set is not None:
-                omp.threads_for(fn, keep)
+            prev = omp.threads_for(fn, keep) if omp.set is not None else 0
             try:
                 fn(bufs, info, cx, cy, cz)
             except ctypes.ArgumentError:  # counts that are not plain ints (numpy integers)
                 _run_kernel(fn, bufs, info, cx, cy, cz)
+            finally:
+                if prev:
+                    omp.set(prev)
         else:
             ch.submit(_run_threaded, fn, bufs, info, cx, cy, cz, keep)
             ch.submit(_release, keep)
@@ -587,9 +594,12 @@ def _run_kernel(fn: Any, bufs: Any, info: Any, cx: Any, cy: Any, cz: Any) -> Non
 
 def _run_threaded(fn: Any, bufs: Any, info: Any, cx: Any, cy: Any, cz: Any, keep: Any) -> None:
     """A launch on the service thread: its thread count set there (OpenMP's is per thread)."""
-    if _openmp.set is not None:
-        _openmp.threads_for(fn, keep)
-    _run_kernel(fn, bufs, info, cx, cy, cz)
+    prev = _openmp.threads_for(fn, keep) if _openmp.set is not None else 0
+    try:
+        _run_kernel(fn, bufs, info, cx, cy, cz)
+    finally:
+        if prev:
+            _openmp.set(prev)
 
 
 def _release(keep: Any) -> None:

@@ -91,6 +91,7 @@ class _OpenMP:
 
     def __init__(self) -> None:
         self.set: Any = None  # omp_set_num_threads, once a kernel library is loaded
+        self.get: Any = None  # omp_get_max_threads
         self.max = 1  # the threads the environment allows (OMP_NUM_THREADS, affinity)
         self.local = threading.local()
         self.lock = threading.Lock()
@@ -111,33 +112,42 @@ class _OpenMP:
             setn.restype = None
             self.max = max(1, int(get()))
             if self.max > 1:
+                self.get = get
                 self.set = setn
 
-    def threads_for(self, fn: Any, keep: Any) -> None:
+    def threads_for(self, fn: Any, keep: Any) -> int:
         """Set the calling thread's OpenMP thread count for a launch of ``fn`` on ``keep``
         (CubeTensors, or the Buffers of a replay): one thread per WORK_PER_THREAD of work, at
         most ``max``. The kernels' parallel regions fork only when more than one is allowed
-        (``omp_get_max_threads() > 1`` in their ``if`` clause), so a small launch forks none."""
+        (``omp_get_max_threads() > 1`` in their ``if`` clause), so a small launch forks none.
+        Returns what ``use`` returns: the count to put back after the launch, or 0."""
         work = 0
         for t in keep:
             b = getattr(t, "buffer", t)
             work += b.nbytes
-        self.use(self.count(work * getattr(fn, "em_weight", 1)))
+        return self.use(self.count(work * getattr(fn, "em_weight", 1)))
 
     def count(self, work: int) -> int:
         """Threads for ``work`` (bytes x weight): one per WORK_PER_THREAD, 1 to ``max``."""
         n = work // WORK_PER_THREAD
         return 1 if n < 1 else (self.max if n >= self.max else n)
 
-    def use(self, n: int) -> None:
-        """Make ``n`` the calling thread's OpenMP thread count."""
+    def use(self, n: int) -> int:
+        """Make ``n`` the calling thread's OpenMP thread count. Returns the count to put back
+        with ``set`` once the launch returned, 0 when there is none: in a shared runtime the
+        count is also its other user's (torch's ``parallel_for`` reads it for its own teams), so
+        a launch changes it only for its own duration and puts the other's count back."""
         if self.shared:  # others set this thread's count too: the cached value may be stale
+            prev = self.get()
+            if prev == n:
+                return 0
             self.set(n)
-            return
+            return prev
         loc = self.local
         if getattr(loc, "n", 0) != n:
             self.set(n)
             loc.n = n
+        return 0
 
 
 _openmp = _OpenMP()
