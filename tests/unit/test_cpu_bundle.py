@@ -108,8 +108,13 @@ def test_prepared_kernels_compile_as_one_bundle_and_compute_as_alone(client):
     assert len(fresh.server._bundles) == 1
 
 
-def test_a_bundle_that_does_not_build_falls_back_to_one_compile_per_kernel(client, monkeypatch):
-    monkeypatch.setattr(cpu_bundle, "merge", lambda sources: "this is not C;")
+def _raise(sources):
+    raise RuntimeError("merge failed")
+
+
+@pytest.mark.parametrize("merge", [lambda sources: "this is not C;", _raise], ids=["cc-error", "merge-raises"])
+def test_a_bundle_that_does_not_build_falls_back_to_one_compile_per_kernel(client, monkeypatch, merge):
+    monkeypatch.setattr(cpu_bundle, "merge", merge)
     x = tensor(client, np.arange(N))
     ks = [2, 4, 6]
     outs = [tensor(client, np.zeros(N)) for _ in ks]

@@ -290,8 +290,13 @@ class CpuServer(Preparing):
             del queue[:n]
         if len(batch) == 1:
             self._finish(batch[0])
-        else:
+            return
+        try:
             self._finish_bundle(batch)
+        except BaseException as e:  # noqa: BLE001 - a job left unfinished would block its waiters forever
+            for j in batch:
+                if not j.done.is_set():
+                    self._failed(j, e)
 
     # ---------------------------------------------------------------- building
     def _build(self, kid: KernelId, make_ir: Callable[[], KernelIr]) -> CompiledKernel:
@@ -369,14 +374,14 @@ class CpuServer(Preparing):
         shape, a compile error), each compiles alone, so an error reaches its own kernel."""
         from . import cpu_bundle
 
-        merged = cpu_bundle.merge([j.src for j in jobs])
         so = None
         t = time.perf_counter()
-        if merged is not None:
-            try:
+        try:
+            merged = cpu_bundle.merge([j.src for j in jobs])
+            if merged is not None:
                 so = self.toolchain.compile(merged, f"bundle_{jobs[0].src.entry}")
-            except BaseException:  # noqa: BLE001 - the members compile alone and raise their own errors
-                so = None
+        except Exception:  # noqa: BLE001 - the members compile alone and raise their own errors
+            so = None
         if so is None:
             for j in jobs:
                 self._finish(j)
