@@ -131,6 +131,10 @@ _SPECS: dict[str, _Spec] = {
         1 << 30, "size", "host memory the cpu pool keeps for reuse after tensors die (bytes, or 256M / 1G)",
         minimum=0,
     ),
+    "cpu.bundle": _Spec(
+        True, "bool", "compile the kernels a new drain or tuned key needs several to one cc run (fewer, "
+        "larger compiles: a faster cold start)"
+    ),
     "cpu.channel": _Spec(
         "inline", "choice", "how the cpu runtime reaches its DSD stage: inline (measured faster) | thread",
         words=("inline", "thread"),

@@ -13,6 +13,11 @@ is loaded is exactly what was checked, whatever happens to the cache file meanwh
 
 A warm process skips the expansion and rendering of ember's own kernels (tens of milliseconds
 each): ``cpu_index`` maps their KernelId to the artifact.
+
+Prepared compiles (a new drain's kernels, a key's candidates) queue for the compile pool; a pool
+thread takes its share of the queue and, when that is more than one kernel, compiles them as one
+bundle (``cpu_bundle``: one translation unit, one ``cc``, one ``dlopen``), which costs about
+half the compiler time of one run per kernel. The artifacts stay findable per kernel.
 """
 
 from __future__ import annotations
@@ -84,6 +89,17 @@ def _nothing(*args: Any) -> None:
     """The launch function of a pending kernel (preparing runs nothing)."""
 
 
+class _Bundle:
+    """A bundle's shared object as this process loaded it (from bytes verified then)."""
+
+    __slots__ = ("lib", "entries", "path")
+
+    def __init__(self, lib: Any, entries: frozenset[str], path: Path) -> None:
+        self.lib = lib
+        self.entries = entries
+        self.path = path
+
+
 class _Job:
     """One compile in flight: waiters block on ``done``; ``result`` or ``error`` when set."""
 
@@ -149,7 +165,16 @@ class CpuServer(Preparing):
             ServiceThread(self.stage) if channel == "thread" else InlineChannel(self.stage)
         )
         self._upstream: ServiceThread | None = None
+        #: prepared jobs waiting for a pool thread, by urgency (guarded by ``_lock``)
+        self._queues: dict[bool, list[_Job]] = {False: [], True: []}
+        #: several queued kernels compile as one bundle (never in checked mode: its per-object
+        #: out-of-range record is one per kernel)
+        self._bundling = bool(config.get("cpu.bundle")) and not checked
+        #: bundles loaded in this process, by bundle key
+        self._bundles: dict[str, _Bundle] = {}
+        #: kernels compiled (one per kernel, bundled or not) and C compiler runs that made them
         self.compiles = 0
+        self.cc_runs = 0
         self.store_loads = 0
 
     @property
@@ -241,8 +266,37 @@ class CpuServer(Preparing):
         if job.result is not None:  # loaded from the store (or compiled by another thread meanwhile)
             return job.result
         if owner:
-            self._compile_pool(self._urgent).submit(self._finish, job)
+            urgent = bool(self._urgent)
+            with self._lock:
+                self._queues[urgent].append(job)
+            self._compile_pool(urgent).submit(self._run_queued, urgent)
         return CompiledKernel(kid, job.src.entry, _nothing, job.src, pending=True)
+
+    def _run_queued(self, urgent: bool) -> None:
+        """A pool thread's turn: compile its share of the queue (the oldest jobs, about an equal
+        part for each pool thread, so the kernels needed first are ready first and no core
+        idles while another compiles everything); nothing when the queue is empty (one turn is
+        submitted per job, and a turn may take several)."""
+        from . import cpu_bundle
+
+        with self._lock:
+            queue = self._queues[urgent]
+            if not queue:
+                return
+            n = 1
+            if self._bundling:
+                n = min(len(queue), cpu_bundle.MAX_MEMBERS, -(-len(queue) // _compile_workers()))
+            batch = queue[:n]
+            del queue[:n]
+        if len(batch) == 1:
+            self._finish(batch[0])
+            return
+        try:
+            self._finish_bundle(batch)
+        except BaseException as e:  # noqa: BLE001 - a job left unfinished would block its waiters forever
+            for j in batch:
+                if not j.done.is_set():
+                    self._failed(j, e)
 
     # ---------------------------------------------------------------- building
     def _build(self, kid: KernelId, make_ir: Callable[[], KernelIr]) -> CompiledKernel:
@@ -257,6 +311,7 @@ class CpuServer(Preparing):
         if self._pid != os.getpid():  # a forked child: the parent's compiles in flight never finish here
             with self._lock:
                 self._jobs.clear()
+                self._queues = {False: [], True: []}
                 self._preparer = None
                 self._pid = os.getpid()
         with self._lock:
@@ -277,7 +332,7 @@ class CpuServer(Preparing):
                 sp.record(cached=True, indexed=True)
                 job = _Job(kid, found[1], t0, fields)
                 job.indexed = True
-                self._ready(job, found[0], True, f"store {found[2]} ({found[3].name}, by KernelId)")
+                self._ready(job, found[0], True, f"store {found[2]} ({found[3].name}, by KernelId)", found[4])
                 return job, True
             with self._render_lock:
                 with self._lock:  # rendered by another thread while this one waited for the render lock
@@ -295,7 +350,7 @@ class CpuServer(Preparing):
                 hit = self._stored(src)
                 sp.record(cached=hit is not None)
                 if hit is not None:
-                    self._ready(job, hit[0], True, f"store {hit[1]} ({hit[2].name})")
+                    self._ready(job, hit[0], True, f"store {hit[1]} ({hit[2].name})", hit[3])
                 elif not deferred:
                     self._finish(job)
             except BaseException as e:
@@ -314,9 +369,66 @@ class CpuServer(Preparing):
         except BaseException as e:
             self._failed(job, e)
 
-    def _ready(self, job: _Job, so: bytes, cached: bool, origin: str) -> None:
+    def _finish_bundle(self, jobs: list[_Job]) -> None:
+        """Compile ``jobs`` as one bundle; where the bundle cannot be made (a source of another
+        shape, a compile error), each compiles alone, so an error reaches its own kernel."""
+        from . import cpu_bundle
+
+        so = None
+        t = time.perf_counter()
+        try:
+            merged = cpu_bundle.merge([j.src for j in jobs])
+            if merged is not None:
+                so = self.toolchain.compile(merged, f"bundle_{jobs[0].src.entry}")
+        except Exception:  # noqa: BLE001 - the members compile alone and raise their own errors
+            so = None
+        if so is None:
+            for j in jobs:
+                self._finish(j)
+            return
+        cc_s = round(time.perf_counter() - t, 4)
+        try:
+            tc = self.toolchain
+            keys = [tc.artifact_key(j.src.source) for j in jobs]
+            key = cpu_bundle.bundle_key(keys)
+            with self._lock:
+                self.compiles += len(jobs)
+                self.cc_runs += 1
+            at = self._artifacts()
+            if at is not None:
+                meta = {"compiler": tc.path, "flags": " ".join(tc.flags)}
+                cpu_bundle.record(at[0], at[1], key, keys, [j.src for j in jobs],
+                                  [j.kid.text() for j in jobs], so, meta)
+            bundle = self._load_bundle(key, so, [j.src.entry for j in jobs])
+        except BaseException as e:
+            for j in jobs:
+                self._failed(j, e)
+            return
+        origin = f"{tc.path} {' '.join(tc.flags)} (bundle of {len(jobs)})"
+        for j in jobs:
+            j.fields["cc_s"] = cc_s
+            j.fields["bundle"] = len(jobs)
+            try:
+                self._ready(j, None, False, origin, bundle)
+            except BaseException as e:
+                self._failed(j, e)
+
+    def _load_bundle(self, key: str, so: bytes | None, entries: Any, path: Path | None = None) -> _Bundle:
+        """The loaded bundle ``key``: this process's, or ``so`` (verified bytes) loaded now."""
+        with self._lock:
+            b = self._bundles.get(key)
+        if b is not None:
+            return b
+        if so is None:  # a member row said this process had loaded it: it has (bundles stay)
+            raise RuntimeError(f"bundle {key} is not loaded")
+        lib, loaded_at = load_shared_object(so, "bundle")
+        with self._lock:
+            b = self._bundles.setdefault(key, _Bundle(lib, frozenset(entries), path or loaded_at))
+        return b
+
+    def _ready(self, job: _Job, so: bytes | None, cached: bool, origin: str, bundle: _Bundle | None = None) -> None:
         entry = job.src.entry
-        lib, _path = load_shared_object(so, entry)
+        lib = bundle.lib if bundle is not None else load_shared_object(so, entry)[0]
         fn = getattr(lib, entry)
         # no argtypes: a launch passes ctypes arrays (buffers, info) and plain ints, which ctypes
         # converts by their own types faster than through argtypes; ``_run_kernel`` converts
@@ -355,9 +467,10 @@ class CpuServer(Preparing):
         tc.ensure()
         return st, f"compile/cpu/{tc.fingerprint()}"
 
-    def _indexed(self, kid: KernelId) -> tuple[bytes, CompiledSource, str, Path] | None:
-        """(verified shared object, rendering facts, artifact namespace, its cache file) of an
-        ember kernel found by its KernelId alone (``cpu_index``); None where it must be rendered."""
+    def _indexed(self, kid: KernelId) -> tuple[bytes | None, CompiledSource, str, Path, _Bundle | None] | None:
+        """(verified shared object, rendering facts, artifact namespace, its cache file, its loaded
+        bundle or None) of an ember kernel found by its KernelId alone (``cpu_index``); None where
+        it must be rendered."""
         if not kid.kernel.startswith("ember."):
             return None
         at = self._artifacts()
@@ -365,12 +478,15 @@ class CpuServer(Preparing):
             return None
         from . import cpu_index
 
-        hit = cpu_index.lookup(at[0], at[1], kid, self.compiler.language)
+        hit = cpu_index.lookup(at[0], at[1], kid, self.compiler.language, self._bundles)
         if hit is None:
             return None
+        bundle = None
+        if hit[3] is not None:
+            bundle = self._load_bundle(hit[3], hit[0], hit[4].get("entries") or (), hit[2])
         with self._lock:
             self.store_loads += 1
-        return hit[0], hit[1], at[1], hit[2]
+        return hit[0], hit[1], at[1], hit[2], bundle
 
     def _index(self, kid: KernelId, src: CompiledSource) -> None:
         if not kid.kernel.startswith("ember."):
@@ -387,9 +503,9 @@ class CpuServer(Preparing):
         job.error = e
         job.done.set()
 
-    def _stored(self, src: CompiledSource) -> tuple[bytes, str, Path] | None:
+    def _stored(self, src: CompiledSource) -> tuple[bytes | None, str, Path, _Bundle | None] | None:
         """The store's verified shared object for this exact source and toolchain (its bytes,
-        namespace and cache file)."""
+        namespace, cache file and, for a kernel compiled in a bundle, the loaded bundle)."""
         from ...environment import store
 
         tc = self.toolchain
@@ -398,12 +514,17 @@ class CpuServer(Preparing):
         if st is None:
             return None
         ns = f"compile/cpu/{tc.fingerprint()}"
-        hit = st.read_artifact(ns, tc.artifact_key(src.source))
-        if hit is None:
+        from . import cpu_bundle
+
+        hit = cpu_bundle.read(st, ns, tc.artifact_key(src.source), self._bundles)
+        if hit is None or (hit[3] is not None and hit[1].get("entry") != src.entry):
             return None
+        bundle = None
+        if hit[3] is not None:
+            bundle = self._load_bundle(hit[3], hit[0], hit[1].get("entries") or (), hit[2])
         with self._lock:
             self.store_loads += 1
-        return hit[0], ns, hit[2]
+        return hit[0], ns, hit[2], bundle
 
     def _compile(self, src: CompiledSource, kid: KernelId) -> bytes:
         """Run ``$CC`` on ``src``; the shared object is kept in the store when it is on."""
@@ -413,6 +534,7 @@ class CpuServer(Preparing):
         so = tc.compile(src.source, src.entry)
         with self._lock:
             self.compiles += 1
+            self.cc_runs += 1
         st = store.compile_store()
         if st is not None:
             meta = {

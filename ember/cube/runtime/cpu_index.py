@@ -51,12 +51,14 @@ def _namespace(artifacts: str) -> str:
 
 
 def lookup(
-    store: Any, artifacts: str, kid: KernelId, language: str
-) -> tuple[bytes, CompiledSource, Path] | None:
-    """The verified shared object, rendering facts and cache file of an ember kernel held under
-    the artifact namespace ``artifacts``, found by its KernelId alone; None where it must be
-    rendered. The index row is authenticated by the store (a tampered info layout or buffer
-    order is a miss, then a recompile) and checked for shape here."""
+    store: Any, artifacts: str, kid: KernelId, language: str, loaded: dict[str, Any] | None = None
+) -> tuple[bytes | None, CompiledSource, Path, str | None, dict[str, Any]] | None:
+    """The verified shared object, rendering facts, cache file, bundle key (None: the kernel's
+    own artifact) and artifact meta of an ember kernel held under the artifact namespace ``artifacts``,
+    found by its KernelId alone; None where it must be rendered. A kernel compiled in a bundle
+    is found through its member row (``cpu_bundle.read``; ``loaded`` as there: no bytes for a
+    member of a bundle this process has loaded). The index row is authenticated by the store (a
+    tampered info layout or buffer order is a miss, then a recompile) and checked for shape here."""
     if store is None or not kid.kernel.startswith("ember."):
         return None
     rec = store.get_json(_namespace(artifacts), kid.text())
@@ -70,11 +72,13 @@ def lookup(
         buffers = [int(b) for b in rec["buffers"]]
     except (KeyError, ValueError, TypeError):
         return None
-    hit = store.read_artifact(artifacts, rec["key"])
-    if hit is None:
+    from . import cpu_bundle
+
+    hit = cpu_bundle.read(store, artifacts, rec["key"], loaded)
+    if hit is None or (hit[3] is not None and hit[1].get("entry") != rec["entry"]):
         return None
     src = CompiledSource(rec["entry"], str(hit[1].get("source", "")), language, info, buffers, {})
-    return hit[0], src, hit[2]
+    return hit[0], src, hit[2], hit[3], hit[1]
 
 
 def record(store: Any, artifacts: str, kid: KernelId, src: CompiledSource, key: str) -> None:
