@@ -62,6 +62,7 @@ class Case:
         else:
             self.qkv = lib.tensor(qkv, device=dev, dtype=d, requires_grad=grad)
         self.heads = heads
+        self.kept: list[Any] = []
         b, t, c3 = qkv.shape
         self.g = self._data(np.random.default_rng(1).standard_normal((b, heads, t, c3 // 3 // heads)), d)
 
@@ -77,18 +78,21 @@ class Case:
         return tuple(z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
 
     def run(self) -> None:
-        """One call; its results stay referenced until the next (a lazy device skips work whose
-        results are dropped before the sync)."""
+        """One call; its results (output, and the gradient of a backward) stay referenced until
+        the next sync: a lazy device skips work whose results are dropped before it runs, so a
+        result replaced before the sync would time nothing."""
         if self.grad:
             self.qkv.grad = None
-            self.out = self.fn(*self.qkv_views(), is_causal=self.causal)
-            self.out.backward(self.g)
+            out = self.fn(*self.qkv_views(), is_causal=self.causal)
+            out.backward(self.g)
+            self.kept.append((out, self.qkv.grad))
             return
         with self.lib.no_grad():
-            self.out = self.fn(*self.qkv_views(), is_causal=self.causal)
+            self.kept.append(self.fn(*self.qkv_views(), is_causal=self.causal))
 
     def sync(self) -> None:
         _sync(self.lib, self.dev)
+        self.kept = []
 
 
 def _sync(lib: Any, dev: Any) -> None:
