@@ -8,7 +8,7 @@ from typing import Any
 
 from ..creation import zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer, _check, _lerp, _no_graph_options
+from .optimizer import Optimizer, _adam_prologue, _check, _lerp, _no_graph_options
 
 __all__ = ["Adam"]
 
@@ -42,22 +42,7 @@ class Adam(Optimizer):
         lr = group["lr"]
         beta1, beta2 = group["betas"]
         eps = group["eps"]
-        wd = group["weight_decay"]
-        if group["maximize"]:
-            g = -g
-        if wd != 0:
-            if group["decoupled_weight_decay"]:
-                p = p * (1 - lr * wd)
-            else:
-                g = g + p * wd
-        # a new state starts at zeros, and the update runs over it as over any other: the
-        # first step's values are torch's bit for bit (lerp's two forms differ at 0)
-        exp_avg = state.get("exp_avg")
-        if exp_avg is None:
-            exp_avg = zeros_like(p)
-        exp_avg_sq = state.get("exp_avg_sq")
-        if exp_avg_sq is None:
-            exp_avg_sq = zeros_like(p)
+        p, g, exp_avg, exp_avg_sq = _adam_prologue(group, p, g, state)
         exp_avg = _lerp(exp_avg, g, 1 - beta1)
         exp_avg_sq = exp_avg_sq * beta2 + (g * (1 - beta2)) * g
         out = {"exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}

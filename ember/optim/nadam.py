@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from ..creation import zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer, _check, _lerp, _no_graph_options
+from .optimizer import Optimizer, _adam_prologue, _check, _lerp, _no_graph_options
 
 __all__ = ["NAdam"]
 
@@ -52,21 +51,9 @@ class NAdam(Optimizer):
     def _update(self, group: dict[str, Any], p: Tensor, g: Tensor, state: dict[str, Tensor],
                 step: float | None) -> tuple[Tensor, dict[str, Tensor]]:
         assert step is not None
-        lr, eps, wd, md = group["lr"], group["eps"], group["weight_decay"], group["momentum_decay"]
+        lr, eps, md = group["lr"], group["eps"], group["momentum_decay"]
         beta1, beta2 = group["betas"]
-        if group["maximize"]:
-            g = -g
-        if wd != 0:
-            if group["decoupled_weight_decay"]:
-                p = p * (1 - lr * wd)
-            else:
-                g = g + p * wd
-        exp_avg = state.get("exp_avg")
-        if exp_avg is None:
-            exp_avg = zeros_like(p)
-        exp_avg_sq = state.get("exp_avg_sq")
-        if exp_avg_sq is None:
-            exp_avg_sq = zeros_like(p)
+        p, g, exp_avg, exp_avg_sq = _adam_prologue(group, p, g, state)
         bias_correction2 = 1 - beta2**step
         mu = _mu(beta1, md, step)
         mu_next = _mu(beta1, md, step + 1)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..backends.autodiff.mode import enable_grad, no_grad
+from ..creation import zeros_like
 from ..tensor import Tensor
 from ._foreach import step_group, step_tensor
 
@@ -96,6 +97,30 @@ def _lerp(start: Tensor, end: Tensor, weight: float) -> Tensor:
     if abs(weight) < 0.5:
         return start + (end - start) * weight
     return end - (end - start) * (1.0 - weight)
+
+
+def _adam_prologue(group: dict[str, Any], p: Tensor, g: Tensor,
+                   state: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The first part of every Adam-family update (Adam/AdamW, NAdam, RAdam): ``maximize`` and
+    the weight decay (decoupled: on ``p``; else added to ``g``) applied, and the two moments
+    from ``state``. A new state starts at zeros and the update runs over it as over any other,
+    so the first step's values are torch's bit for bit (lerp's two forms differ at 0).
+    Returns ``(p, g, exp_avg, exp_avg_sq)``."""
+    wd = group["weight_decay"]
+    if group["maximize"]:
+        g = -g
+    if wd != 0:
+        if group["decoupled_weight_decay"]:
+            p = p * (1 - group["lr"] * wd)
+        else:
+            g = g + p * wd
+    exp_avg = state.get("exp_avg")
+    if exp_avg is None:
+        exp_avg = zeros_like(p)
+    exp_avg_sq = state.get("exp_avg_sq")
+    if exp_avg_sq is None:
+        exp_avg_sq = zeros_like(p)
+    return p, g, exp_avg, exp_avg_sq
 
 
 class Optimizer:

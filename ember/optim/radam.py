@@ -6,9 +6,8 @@ import math
 from collections.abc import Iterable
 from typing import Any
 
-from ..creation import zeros_like
 from ..tensor import Tensor
-from .optimizer import Optimizer, _check, _lerp, _no_graph_options
+from .optimizer import Optimizer, _adam_prologue, _check, _lerp, _no_graph_options
 
 __all__ = ["RAdam"]
 
@@ -39,21 +38,9 @@ class RAdam(Optimizer):
     def _update(self, group: dict[str, Any], p: Tensor, g: Tensor, state: dict[str, Tensor],
                 step: float | None) -> tuple[Tensor, dict[str, Tensor]]:
         assert step is not None
-        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        lr, eps = group["lr"], group["eps"]
         beta1, beta2 = group["betas"]
-        if group["maximize"]:
-            g = -g
-        if wd != 0:
-            if group["decoupled_weight_decay"]:
-                p = p * (1 - lr * wd)
-            else:
-                g = g + p * wd
-        exp_avg = state.get("exp_avg")
-        if exp_avg is None:
-            exp_avg = zeros_like(p)
-        exp_avg_sq = state.get("exp_avg_sq")
-        if exp_avg_sq is None:
-            exp_avg_sq = zeros_like(p)
+        p, g, exp_avg, exp_avg_sq = _adam_prologue(group, p, g, state)
         exp_avg = _lerp(exp_avg, g, 1 - beta1)
         exp_avg_sq = exp_avg_sq * beta2 + (g * (1 - beta2)) * g
         bias_correction1 = 1 - beta1**step
